@@ -1,0 +1,500 @@
+"""Tests for plugins/module_utils/rank_env.py: rank names, slots, environment
+and argument expansion."""
+
+import json
+import os
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ansible_collections.fuzz.multinode.plugins.module_utils.fuzzfile import (
+    FuzzfileError,
+    Job,
+    parse_workflow,
+    select_job,
+)
+from ansible_collections.fuzz.multinode.plugins.module_utils.rank_env import (
+    MULTINODE_VARS,
+    expand,
+    plan_job,
+    rank_name,
+)
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+WRAPPER = "/multinode/ssh-wrapper"
+
+
+def make_job(**fields):
+    base = dict(
+        name="solve",
+        image_uri="docker://alpine",
+        command=["true"],
+        nodes=2,
+        implementation="generic",
+    )
+    base.update(fields)
+    return Job(**base)
+
+
+def nodes(count):
+    return [{"node": "node-%d" % (i + 1), "address": "10.0.0.%d" % (i + 1)} for i in range(count)]
+
+
+def plan(job, count=None, **kwargs):
+    options = dict(user="fuzz", wrapper_path=WRAPPER, kill_grace=10)
+    options.update(kwargs)
+    return plan_job(job, nodes(job.nodes if count is None else count), **options)
+
+
+def plan_error(job, count=None, **kwargs):
+    with pytest.raises(FuzzfileError) as info:
+        plan(job, count, **kwargs)
+    return str(info.value)
+
+
+# ---------------------------------------------------------------------------
+# the spec document
+
+
+def test_spec_of_the_command_example():
+    with open(os.path.join(ROOT, "examples", "generic-multinode.yml"), encoding="utf-8") as handle:
+        job = select_job(parse_workflow(handle.read()))
+    spec = plan_job(
+        job.to_dict(),
+        [
+            {"node": "node-1", "address": "172.18.0.2"},
+            {"node": "node-2", "address": "172.18.0.3"},
+        ],
+        user="fuzz",
+        wrapper_path=WRAPPER,
+        kill_grace=10,
+    )
+    assert json.loads(json.dumps(spec)) == spec
+    path = "/usr/lib64/openmpi/bin:/usr/local/bin:/usr/bin:/bin"
+    assert spec == {
+        "job": "generic-multinode",
+        "user": "fuzz",
+        "mode": "command",
+        "argv": [
+            "mpirun",
+            "-H",
+            "generic-multinode-0:2,generic-multinode-1:2",
+            "--mca",
+            "plm_rsh_agent",
+            WRAPPER,
+            "-np",
+            "4",
+            "/usr/lib64/openmpi/bin/mpi_hello_world",
+        ],
+        "script": None,
+        "cwd": "/",
+        "kill_grace": 10,
+        "implementation": "generic",
+        "nodes": 2,
+        "slots_per_node": 2,
+        "total_slots": 4,
+        "unsupported": [],
+        "ranks": [
+            {
+                "rank": 0,
+                "name": "generic-multinode-0",
+                "node": "node-1",
+                "address": "172.18.0.2",
+                "slots": 2,
+                "env": {
+                    "PATH": path,
+                    "HOSTNAME": "generic-multinode-0",
+                    "RANK": "0",
+                    "MULTINODE_HOSTLIST": "generic-multinode-0:2,generic-multinode-1:2",
+                    "MULTINODE_HOSTLIST_NOSLOTS": "generic-multinode-0,generic-multinode-1",
+                    "MULTINODE_TOTAL_SLOTS": "4",
+                    "MULTINODE_NODE_IP": "172.18.0.2",
+                    "MULTINODE_SSH_WRAPPER": WRAPPER,
+                    "MULTINODE_RSH_WRAPPER": WRAPPER,
+                },
+            },
+            {
+                "rank": 1,
+                "name": "generic-multinode-1",
+                "node": "node-2",
+                "address": "172.18.0.3",
+                "slots": 2,
+                "env": {"PATH": path, "HOSTNAME": "generic-multinode-1", "RANK": "1"},
+            },
+        ],
+    }
+
+
+def test_rank_names():
+    assert rank_name("solve", 0) == "solve-0"
+    assert rank_name("a-b", 12) == "a-b-12"
+    spec = plan(make_job(nodes=4))
+    assert [r["name"] for r in spec["ranks"]] == ["solve-0", "solve-1", "solve-2", "solve-3"]
+    assert [r["rank"] for r in spec["ranks"]] == [0, 1, 2, 3]
+    assert [r["node"] for r in spec["ranks"]] == ["node-1", "node-2", "node-3", "node-4"]
+    assert [r["address"] for r in spec["ranks"]] == ["10.0.0.%d" % i for i in range(1, 5)]
+
+
+@pytest.mark.parametrize(
+    "fields, slots",
+    [
+        (dict(procs_per_node=3, cores=8), 3),
+        (dict(procs_per_node=3), 3),
+        (dict(cores=8), 8),
+        (dict(), 1),
+    ],
+)
+def test_slots(fields, slots):
+    spec = plan(make_job(nodes=3, **fields))
+    assert spec["slots_per_node"] == slots
+    assert spec["total_slots"] == 3 * slots
+    assert [r["slots"] for r in spec["ranks"]] == [slots] * 3
+    head = spec["ranks"][0]["env"]
+    assert head["MULTINODE_HOSTLIST"] == "solve-0:%d,solve-1:%d,solve-2:%d" % ((slots,) * 3)
+    assert head["MULTINODE_HOSTLIST_NOSLOTS"] == "solve-0,solve-1,solve-2"
+    assert head["MULTINODE_TOTAL_SLOTS"] == str(3 * slots)
+
+
+def test_one_node_multinode_job():
+    spec = plan(make_job(nodes=1, cores=2))
+    head = spec["ranks"][0]["env"]
+    assert head["MULTINODE_HOSTLIST"] == "solve-0:2"
+    assert head["MULTINODE_HOSTLIST_NOSLOTS"] == "solve-0"
+    assert head["MULTINODE_TOTAL_SLOTS"] == "2"
+    assert head["RANK"] == "0"
+
+
+def test_multinode_variables_only_on_the_head():
+    spec = plan(make_job(nodes=3))
+    head = spec["ranks"][0]["env"]
+    assert set(MULTINODE_VARS) <= set(head)
+    assert head["MULTINODE_NODE_IP"] == "10.0.0.1"
+    assert head["MULTINODE_SSH_WRAPPER"] == WRAPPER
+    assert head["MULTINODE_RSH_WRAPPER"] == WRAPPER
+    for rank in spec["ranks"][1:]:
+        assert not [key for key in rank["env"] if key.startswith("MULTINODE_")]
+
+
+def test_rank_and_hostname_on_every_rank():
+    spec = plan(make_job(nodes=3))
+    for rank in spec["ranks"]:
+        assert rank["env"]["RANK"] == str(rank["rank"])
+        assert rank["env"]["HOSTNAME"] == rank["name"]
+
+
+def test_job_env_on_every_rank():
+    job = make_job(
+        nodes=3, env=[("A", "1"), ("MULTINODE_WRAPPER_FORWARD_STREAMS", "1"), ("EMPTY", "")]
+    )
+    spec = plan(job)
+    for rank in spec["ranks"]:
+        env = rank["env"]
+        assert env["A"] == "1"
+        assert env["MULTINODE_WRAPPER_FORWARD_STREAMS"] == "1"
+        assert env["EMPTY"] == ""
+        assert list(env)[:3] == ["A", "MULTINODE_WRAPPER_FORWARD_STREAMS", "EMPTY"]
+
+
+def test_runtime_wins_over_job_env():
+    job = make_job(
+        nodes=2,
+        env=[
+            ("HOSTNAME", "mine"),
+            ("RANK", "9"),
+            ("MULTINODE_HOSTLIST", "bogus"),
+            ("MULTINODE_SSH_WRAPPER", "/bin/false"),
+            ("KEEP", "x"),
+        ],
+        command=["echo", "$HOSTNAME", "$RANK", "$MULTINODE_HOSTLIST", "$MULTINODE_SSH_WRAPPER"],
+    )
+    spec = plan(job)
+    head, worker = (r["env"] for r in spec["ranks"])
+    assert head["HOSTNAME"] == "solve-0" and worker["HOSTNAME"] == "solve-1"
+    assert head["RANK"] == "0" and worker["RANK"] == "1"
+    assert head["MULTINODE_HOSTLIST"] == "solve-0:1,solve-1:1"
+    assert head["MULTINODE_SSH_WRAPPER"] == WRAPPER
+    assert "MULTINODE_HOSTLIST" not in worker and "MULTINODE_SSH_WRAPPER" not in worker
+    assert head["KEEP"] == worker["KEEP"] == "x"
+    assert spec["argv"] == ["echo", "solve-0", "0", "solve-0:1,solve-1:1", WRAPPER]
+    assert spec["unsupported"] == [
+        "jobs.solve.env: HOSTNAME is set by the runtime; the job's value is ignored",
+        "jobs.solve.env: RANK is set by the runtime; the job's value is ignored",
+        "jobs.solve.env: MULTINODE_HOSTLIST is set by the runtime; the job's value is ignored",
+        "jobs.solve.env: MULTINODE_SSH_WRAPPER is set by the runtime; the job's value is "
+        "ignored",
+    ]
+
+
+def test_job_unsupported_notes_are_carried():
+    spec = plan(make_job(unsupported=["jobs.solve.mounts: ignored"], env=[("HOSTNAME", "x")]))
+    assert spec["unsupported"] == [
+        "jobs.solve.mounts: ignored",
+        "jobs.solve.env: HOSTNAME is set by the runtime; the job's value is ignored",
+    ]
+
+
+def test_single_node_job_without_multinode():
+    job = make_job(
+        nodes=1,
+        implementation=None,
+        cores=4,
+        env=[("RANK", "mine"), ("MULTINODE_HOSTLIST", "user-set")],
+        command=["echo", "$HOSTNAME", "$RANK"],
+    )
+    spec = plan(job)
+    assert spec["implementation"] is None
+    assert spec["nodes"] == 1 and spec["total_slots"] == 4
+    assert spec["ranks"][0]["name"] == "solve-0"
+    assert spec["ranks"][0]["env"] == {
+        "RANK": "mine",
+        "MULTINODE_HOSTLIST": "user-set",
+        "HOSTNAME": "solve-0",
+    }
+    assert spec["argv"] == ["echo", "solve-0", "mine"]
+    assert spec["unsupported"] == []
+
+
+def test_script_mode():
+    script = '#!/bin/sh\necho "$1" $MULTINODE_HOSTLIST\n'
+    job = make_job(command=None, script=script, args=["$MULTINODE_TOTAL_SLOTS", "a b", "${X}"])
+    spec = plan(job)
+    assert spec["mode"] == "script"
+    assert spec["script"] == script
+    assert spec["argv"] == ["2", "a b", ""]
+
+
+def test_command_mode_appends_args():
+    job = make_job(command=["echo", "$RANK"], args=["${HOSTNAME}", "x"])
+    spec = plan(job)
+    assert spec["mode"] == "command"
+    assert spec["script"] is None
+    assert spec["argv"] == ["echo", "0", "solve-0", "x"]
+
+
+def test_args_with_spaces_stay_single():
+    job = make_job(
+        env=[("SPACED", "a b  c"), ("GLOB", "*")],
+        command=["printf", "%s\n", "$SPACED", "${GLOB}", "two words", "$(ls)"],
+    )
+    assert plan(job)["argv"] == ["printf", "%s\n", "a b  c", "*", "two words", "$(ls)"]
+
+
+def test_cwd_user_kill_grace():
+    spec = plan(make_job(), user="alice", kill_grace=0)
+    assert (spec["cwd"], spec["user"], spec["kill_grace"]) == ("/", "alice", 0)
+    assert plan(make_job(cwd="/work"))["cwd"] == "/work"
+
+
+def test_job_may_be_a_dict():
+    job = make_job(env=[("A", "1")], cores=2)
+    assert plan_job(
+        job.to_dict(), nodes(2), user="fuzz", wrapper_path=WRAPPER, kill_grace=10
+    ) == plan(job)
+
+
+def test_ipv6_addresses():
+    spec = plan_job(
+        make_job(),
+        [{"node": "a", "address": "fd00::1"}, {"node": "b", "address": "fd00:0::2"}],
+        user="fuzz",
+        wrapper_path=WRAPPER,
+        kill_grace=10,
+    )
+    assert spec["ranks"][0]["env"]["MULTINODE_NODE_IP"] == "fd00::1"
+    assert spec["ranks"][1]["address"] == "fd00::2"
+
+
+# ---------------------------------------------------------------------------
+# bad input
+
+
+@pytest.mark.parametrize(
+    "count, message",
+    [
+        (1, "nodes: job 'solve' needs 2 node(s) (multinode.nodes), but 1 were given"),
+        (3, "nodes: job 'solve' needs 2 node(s) (multinode.nodes), but 3 were given"),
+        (0, "nodes: job 'solve' needs 2 node(s) (multinode.nodes), but 0 were given"),
+    ],
+)
+def test_node_count_must_match(count, message):
+    assert plan_error(make_job(nodes=2), count) == message
+
+
+def test_single_node_job_needs_one_node():
+    assert plan_error(make_job(nodes=1, implementation=None), 2) == (
+        "nodes: job 'solve' needs 1 node(s) (multinode.nodes), but 2 were given"
+    )
+
+
+@pytest.mark.parametrize(
+    "node_list, message",
+    [
+        ("node-1", "nodes: must be a list of {node, address} mappings"),
+        (["node-1", "node-2"], "nodes[0]: must be a mapping with 'node' and 'address'"),
+        (
+            [{"node": "a", "address": "10.0.0.1"}, {"node": "a", "address": "10.0.0.2"}],
+            "nodes[1].node: 'a' already runs rank 0; every rank needs its own node",
+        ),
+        (
+            [{"node": "a", "address": "10.0.0.1"}, {"node": "", "address": "10.0.0.2"}],
+            "nodes[1].node: must be a non-empty inventory host name",
+        ),
+        (
+            [{"address": "10.0.0.1"}, {"node": "b", "address": "10.0.0.2"}],
+            "nodes[0].node: must be a non-empty inventory host name",
+        ),
+        (
+            [{"node": "a", "address": "node-a.example"}, {"node": "b", "address": "10.0.0.2"}],
+            "nodes[0].address: must be an IP address, got 'node-a.example'",
+        ),
+        (
+            [{"node": "a", "address": "10.0.0.1"}, {"node": "b"}],
+            "nodes[1].address: must be an IP address, got None",
+        ),
+        (
+            [{"node": "a", "address": "10.0.0.1", "rank": 0}, {"node": "b", "address": "10.0.0.2"}],
+            "nodes[0].rank: unknown key; expected one of address, node",
+        ),
+    ],
+)
+def test_bad_nodes(node_list, message):
+    with pytest.raises(FuzzfileError) as info:
+        plan_job(make_job(), node_list, user="fuzz", wrapper_path=WRAPPER, kill_grace=10)
+    assert str(info.value) == message
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(user=""), "user: must be a user name (e.g. 'fuzz'), got ''"),
+        (dict(user="Root User"), "user: must be a user name (e.g. 'fuzz'), got 'Root User'"),
+        (dict(user=None), "user: must be a user name (e.g. 'fuzz'), got None"),
+        (
+            dict(wrapper_path="ssh-wrapper"),
+            "wrapper_path: must be an absolute path of letters, digits and ._+-/, got "
+            "'ssh-wrapper'",
+        ),
+        (
+            dict(wrapper_path="/multi node/w"),
+            "wrapper_path: must be an absolute path of letters, digits and ._+-/, got "
+            "'/multi node/w'",
+        ),
+        (dict(kill_grace=-1), "kill_grace: must be an integer >= 0, got -1"),
+        (dict(kill_grace=True), "kill_grace: must be an integer >= 0, got True"),
+        (dict(kill_grace="10"), "kill_grace: must be an integer >= 0, got '10'"),
+    ],
+)
+def test_bad_options(kwargs, message):
+    assert plan_error(make_job(), **kwargs) == message
+
+
+@pytest.mark.parametrize("implementation", ["ompi", "openmpi", "mpich", "gasnet"])
+def test_other_implementations_are_rejected(implementation):
+    assert plan_error(make_job(implementation=implementation)) == (
+        "jobs.solve.multinode.implementation: %r is not supported yet; only 'generic' "
+        "multinode jobs (or jobs without a multinode section) can run" % implementation
+    )
+
+
+def test_job_objects_are_validated_too():
+    with pytest.raises(FuzzfileError) as info:
+        plan(make_job(name="Bad"))
+    assert str(info.value).startswith("job.name: invalid job name 'Bad': ")
+    with pytest.raises(FuzzfileError) as info:
+        plan(make_job(implementation=None), 2)
+    assert str(info.value) == (
+        "job: a job without a multinode implementation runs on 1 node without "
+        "procs_per_node, got nodes=2, procs_per_node=null"
+    )
+
+
+def test_bad_job_dict():
+    data = make_job().to_dict()
+    data["nodes"] = 0
+    with pytest.raises(FuzzfileError) as info:
+        plan_job(data, nodes(2), user="fuzz", wrapper_path=WRAPPER, kill_grace=10)
+    assert str(info.value) == "job.nodes: must be an integer >= 1, got 0"
+    with pytest.raises(FuzzfileError) as info:
+        plan_job("solve", nodes(2), user="fuzz", wrapper_path=WRAPPER, kill_grace=10)
+    assert str(info.value) == "job: must be a job mapping, got str"
+
+
+def test_rank_host_names_fit_a_dns_label():
+    assert plan(make_job(name="a" * 61, nodes=2))["ranks"][1]["name"] == "a" * 61 + "-1"
+    assert plan_error(make_job(name="a" * 62, nodes=2)) == (
+        "jobs.%s: rank host name '%s-1' is longer than 63 characters; use a shorter job name"
+        % ("a" * 62, "a" * 62)
+    )
+
+
+# ---------------------------------------------------------------------------
+# expansion
+
+ENV = {"A": "alpha", "B_2": "bee", "_U": "under", "EMPTY": "", "DOLLAR": "$A", "SP": "x y"}
+
+
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        ("$A", "alpha"),
+        ("${A}", "alpha"),
+        ("${A}x", "alphax"),
+        ("$Ax", ""),  # the name is Ax, unknown
+        ("$A-x", "alpha-x"),
+        ("$A/$B_2", "alpha/bee"),
+        ("$A$B_2", "alphabee"),
+        ("$_U", "under"),
+        ("$NOPE", ""),
+        ("${NOPE}", ""),
+        ("pre${NOPE}post", "prepost"),
+        ("$EMPTY", ""),
+        ("$(ls)", "$(ls)"),
+        ("$(echo $A)", "$(echo alpha)"),
+        ("`ls`", "`ls`"),
+        ("$", "$"),
+        ("a$", "a$"),
+        ("$$", "$$"),
+        ("$$A", "$alpha"),
+        ("$1", "$1"),
+        ("$1A", "$1A"),
+        ("$-", "$-"),
+        ("$ A", "$ A"),
+        ("${}", "${}"),
+        ("${A", "${A"),
+        ("${1A}", "${1A}"),
+        ("${A B}", "${A B}"),
+        ("${A:-x}", "${A:-x}"),
+        ("\\$A", "\\alpha"),
+        ("'$A'", "'alpha'"),
+        ("$DOLLAR", "$A"),  # single pass
+        ("${DOLLAR}${A}", "$Aalpha"),
+        ("$SP", "x y"),
+        ("*", "*"),
+        ("~", "~"),
+        ("", ""),
+    ],
+)
+def test_expand(value, expected):
+    assert expand(value, ENV) == expected
+
+
+NO_DOLLAR = st.text(st.characters(blacklist_characters="$"))
+ENVS = st.dictionaries(st.from_regex(r"[A-Za-z_][A-Za-z0-9_]*", fullmatch=True), st.text())
+
+
+@settings(max_examples=500, deadline=None)
+@given(value=NO_DOLLAR, env=ENVS)
+def test_expand_leaves_text_without_dollar_alone(value, env):
+    assert expand(value, env) == value
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    name=st.from_regex(r"[A-Za-z_][A-Za-z0-9_]*", fullmatch=True),
+    value=st.text(),
+    prefix=NO_DOLLAR,
+)
+def test_expand_is_single_pass(name, value, prefix):
+    env = {name: value}
+    assert expand(prefix + "${" + name + "}", env) == prefix + value
