@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
+import testinfra
 
 EPHEMERAL = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"])
 PROJECT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
@@ -17,6 +18,8 @@ LOGS = EPHEMERAL / "fuzz-logs"
 NODES = ["fmn-default-node-1", "fmn-default-node-2"]
 
 testinfra_hosts = NODES
+# Tests that run a job check every node themselves, so they run once.
+ALL_NODES = [testinfra.get_host("ansible://" + name, ansible_inventory=INVENTORY) for name in NODES]
 
 
 def job_log(job, logs=LOGS):
@@ -42,9 +45,17 @@ def run_job(fuzzfile, logs):
 
 
 def job_processes(host):
-    """Processes of the job user on a node (the job runs as user fuzz)."""
-    out = host.check_output("ps -e -o user=,pid=,args= | awk '$1 == \"fuzz\"' || true")
+    """Processes of the job user on a node (the job runs as user fuzz),
+    zombies included: ps lists every process, also ones that called setsid."""
+    out = host.check_output("ps -e -o user=,pid=,stat=,args= | awk '$1 == \"fuzz\"' || true")
     return [line for line in out.splitlines() if line.strip()]
+
+
+def processes_on_all_nodes():
+    return {node.backend.get_hostname(): job_processes(node) for node in ALL_NODES}
+
+
+NO_PROCESSES = {name: [] for name in NODES}
 
 
 # -- the spec's examples, exactly as documented ------------------------------
@@ -100,8 +111,8 @@ def test_failing_worker_fails_the_job_before_the_head_ends(worker_failure):
     assert seconds < 100, output
 
 
-def test_failing_worker_stops_every_process(worker_failure, host):
-    assert job_processes(host) == []
+def test_failing_worker_stops_every_process(worker_failure):
+    assert processes_on_all_nodes() == NO_PROCESSES
 
 
 def test_wait_rank0_passes_the_head_status_through(tmp_path):
@@ -119,9 +130,38 @@ def test_worker_output_only_with_forwarding(tmp_path):
     assert sorted(rank_log) == ["forwarding-off-1 is a worker node", "forwarding-off-1 on stderr"]
 
 
-def test_processes_left_behind_are_killed_even_after_setsid(tmp_path, host):
+def test_processes_left_behind_are_killed_even_after_setsid(tmp_path):
     rc, output, _ = run_job("lingering.yml", tmp_path)
     assert rc == 0, output
     assert sorted(log_lines("lingering", tmp_path)) == [
         "lingering-0 left sleepers", "lingering-1 left sleepers"]
-    assert job_processes(host) == []
+    assert processes_on_all_nodes() == NO_PROCESSES
+
+
+def test_every_rank_has_its_name_env_and_resolves_all_ranks(tmp_path):
+    rc, output, _ = run_job("rank-names.yml", tmp_path)
+    assert rc == 0, output
+    assert sorted(log_lines("rank-names", tmp_path)) == [
+        "rank=%d hostname=rank-names-%d HOSTNAME=rank-names-%d user=fuzz "
+        "greeting=hello from the job env resolves=2" % (r, r, r) for r in (0, 1)]
+
+
+def test_command_mode_expands_variables_without_a_shell(tmp_path):
+    rc, output, _ = run_job("command-mode.yml", tmp_path)
+    assert rc == 0, output
+    assert log_lines("command-mode", tmp_path) == [
+        "[6]",
+        "[command-mode-0:3,command-mode-1:3]",
+        "[the job env says hi]",
+        "[]",
+        "[$(echo not a shell)]",
+        "[an arg with spaces]",
+        "/tmp",
+        "fuzz",
+    ]
+
+
+def test_script_without_shebang_runs_with_sh_and_gets_args(tmp_path):
+    rc, output, _ = run_job("no-shebang.yml", tmp_path)
+    assert rc == 0, output
+    assert log_lines("no-shebang", tmp_path) == ["first=one second=two words count=2"]
