@@ -30,7 +30,7 @@ options:
   runtime:
     description: Path of the node runtime on the head.
     type: path
-    default: /opt/fuzz-multinode/multinode-runtime
+    default: /opt/fuzz-multinode/multinode-runtime.py
 attributes:
   check_mode:
     support: none
@@ -89,7 +89,7 @@ def main():
     module = AnsibleModule(
         argument_spec=dict(
             job=dict(type="str", required=True),
-            runtime=dict(type="path", default="/opt/fuzz-multinode/multinode-runtime"),
+            runtime=dict(type="path", default="/opt/fuzz-multinode/multinode-runtime.py"),
         ),
         supports_check_mode=False,
     )

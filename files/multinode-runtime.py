@@ -1,5 +1,6 @@
-#!/usr/bin/python3
 """fuzz.multinode node runtime (Python 3 standard library only).
+
+Run as `/usr/bin/python3 -I multinode-runtime.py SUBCOMMAND ...`.
 
 Installed on every node of a cluster by the fuzz.multinode.node role and run
 as one of these subcommands:
@@ -145,17 +146,56 @@ def recorded_namespaces(job):
         return set()
 
 
-def pids_in_namespaces(namespaces, exclude=()):
-    pids = []
+def pids_in_namespaces(namespaces, exclude=(), user=None):
+    """Processes whose UTS namespace is one of `namespaces`. Root without
+    CAP_SYS_PTRACE (a container's default) may not read another user's
+    /proc/PID/ns; the job user may read its own processes', so those are
+    checked again as the job user."""
+    found, unreadable = [], []
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or int(entry) in exclude:
             continue
         try:
             if os.stat("/proc/%s/ns/uts" % entry).st_ino in namespaces:
-                pids.append(int(entry))
+                found.append(int(entry))
+        except PermissionError:
+            unreadable.append(int(entry))
         except OSError:
             continue  # gone, or a zombie
-    return pids
+    if unreadable and user is not None and os.getuid() == 0 and user.pw_uid != 0:
+        found += pids_in_namespaces_as(user, namespaces, unreadable)
+    return found
+
+
+def pids_in_namespaces_as(user, namespaces, pids):
+    reader, writer = os.pipe()
+    child = os.fork()
+    if child == 0:
+        try:
+            os.close(reader)
+            os.setgroups([])
+            os.setgid(user.pw_gid)
+            os.setuid(user.pw_uid)
+            mine = []
+            for pid in pids:
+                try:
+                    if os.stat("/proc/%d/ns/uts" % pid).st_ino in namespaces:
+                        mine.append(pid)
+                except OSError:
+                    continue
+            write_all(writer, json.dumps(mine).encode())
+        finally:
+            os._exit(0)
+    os.close(writer)
+    data = b""
+    while True:
+        chunk = os.read(reader, 1 << 16)
+        if not chunk:
+            break
+        data += chunk
+    os.close(reader)
+    os.waitpid(child, 0)
+    return json.loads(data or b"[]")
 
 
 def reap_children():
@@ -194,26 +234,26 @@ def descendants(ancestor):
     return found
 
 
-def job_processes(namespaces):
+def job_processes(namespaces, user):
     me = os.getpid()
-    return set(pids_in_namespaces(namespaces, {me})) | set(descendants(me))
+    return set(pids_in_namespaces(namespaces, {me}, user)) | set(descendants(me))
 
 
-def kill_job_processes(namespaces, grace):
+def kill_job_processes(namespaces, grace, user):
     """SIGTERM every process of ours (in the namespaces, or below us), wait
     up to `grace` seconds, then SIGKILL what is left. Returns how many
     processes were signalled."""
-    victims = job_processes(namespaces)
+    victims = job_processes(namespaces, user)
     for pid in victims:
         _signal(pid, signal.SIGTERM)
     deadline = time.monotonic() + grace
-    while job_processes(namespaces) and time.monotonic() < deadline:
+    while job_processes(namespaces, user) and time.monotonic() < deadline:
         reap_children()
         time.sleep(POLL_SECONDS)
-    for pid in job_processes(namespaces):
+    for pid in job_processes(namespaces, user):
         _signal(pid, signal.SIGKILL)
     deadline = time.monotonic() + 5
-    while job_processes(namespaces) and time.monotonic() < deadline:
+    while job_processes(namespaces, user) and time.monotonic() < deadline:
         reap_children()
         time.sleep(POLL_SECONDS)
     reap_children()
@@ -327,7 +367,7 @@ def cmd_prepare(args):
     job = spec["job"]
     directory = job_dir(job)
     if os.path.isdir(directory):
-        cleanup_job(job, grace=spec.get("kill_grace", 10))  # a stale run
+        cleanup_job(job, spec.get("kill_grace", 10), job_user(spec))  # a stale run
     user = job_user(spec)
     for path, mode in ((JOBS_DIR, 0o755), (CONTROL_DIR, 0o700)):
         os.makedirs(path, mode, exist_ok=True)
@@ -385,8 +425,8 @@ def write_hosts_block(job, entries):
         handle.truncate()
 
 
-def cleanup_job(job, grace):
-    killed = kill_job_processes(recorded_namespaces(job), grace)
+def cleanup_job(job, grace, user):
+    killed = kill_job_processes(recorded_namespaces(job), grace, user)
     write_hosts_block(job, [])
     directory = job_dir(job)
     if os.path.isdir(directory):
@@ -403,12 +443,13 @@ def cmd_cleanup(args):
     if len(args) != 1:
         raise RuntimeFailure("usage: cleanup JOB")
     job = args[0]
-    grace = 10
+    grace, user = 10, None
     try:
-        grace = load_spec(job).get("kill_grace", grace)
+        spec = load_spec(job)
+        grace, user = spec.get("kill_grace", grace), job_user(spec)
     except RuntimeFailure:
-        pass
-    killed = cleanup_job(job, grace)
+        pass  # not registered here (any more): only the hosts block to clear
+    killed = cleanup_job(job, grace, user)
     print(json.dumps({"changed": killed > 0, "job": job, "killed": killed}))
 
 
@@ -482,7 +523,7 @@ class Supervisor:
             if namespace is not None:
                 # The job is over when rank 0 ends: stop what is left of it
                 # here; workers lose their ssh sessions and stop themselves.
-                kill_job_processes({namespace}, self.grace)
+                kill_job_processes({namespace}, self.grace, self.user)
             if log_fd is not None:
                 os.close(log_fd)
         result["duration"] = round(time.time() - started, 3)
@@ -564,7 +605,7 @@ def wrapper_calls(pids):
                 argv = handle.read().split(b"\0")
         except OSError:
             continue
-        if len(argv) > 3 and argv[2].endswith(b"multinode-runtime") and argv[3] == b"wrapper":
+        if len(argv) > 3 and argv[2].endswith(b"multinode-runtime.py") and argv[3] == b"wrapper":
             calls.append(pid)
     return calls
 
@@ -801,7 +842,7 @@ class Launch:
                 data = os.read(fd, 1 << 16)
                 if fd == 0:
                     if not data:  # ssh session gone: stop everything we started
-                        kill_job_processes({namespace}, self.spec.get("kill_grace", 10))
+                        kill_job_processes({namespace}, self.spec.get("kill_grace", 10), self.user)
                         return 255
                     continue
                 if not data:
@@ -816,7 +857,7 @@ class Launch:
                     child_status = exit_status(status)
         while child_status is None:
             if 0 in select.select([0], [], [], POLL_SECONDS)[0] and not os.read(0, 1 << 16):
-                kill_job_processes({namespace}, self.spec.get("kill_grace", 10))
+                kill_job_processes({namespace}, self.spec.get("kill_grace", 10), self.user)
                 return 255
             for pid, status in reap_children().items():
                 if pid == child.pid:

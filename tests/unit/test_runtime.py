@@ -1,0 +1,109 @@
+"""Unit tests of the node runtime's pure parts: line-intact writing, the
+frame protocol between launcher and wrapper, launch requests, the /etc/hosts
+block, host lookup. The runtime's process handling is tested on real
+container clusters by the Molecule scenarios."""
+
+import base64
+import importlib.util
+import json
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+RUNTIME = Path(__file__).resolve().parents[2] / "files" / "multinode-runtime.py"
+spec = importlib.util.spec_from_file_location("multinode_runtime", RUNTIME)
+runtime = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(runtime)
+
+
+def written(chunks, tmp_path):
+    """Feed chunks to a LineWriter on a file; return (file contents after
+    each feed, contents after flush)."""
+    path = tmp_path / "out"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    writer = runtime.LineWriter(fd)
+    seen = []
+    for chunk in chunks:
+        writer.feed(chunk)
+        seen.append(path.read_bytes())
+    writer.flush()
+    os.close(fd)
+    return seen, path.read_bytes()
+
+
+def test_line_writer_writes_only_whole_lines(tmp_path):
+    seen, final = written([b"ab", b"c\nde", b"f\n\ng", b"h"], tmp_path)
+    assert seen == [b"", b"abc\n", b"abc\ndef\n\n", b"abc\ndef\n\n"]
+    assert final == b"abc\ndef\n\ngh"  # the unterminated tail, as it is
+
+
+def test_line_writer_keeps_a_long_line_whole(tmp_path):
+    line = b"x" * (1 << 20)
+    seen, final = written([line[:1000], line[1000:], b"\n"], tmp_path)
+    assert seen[:2] == [b"", b""]
+    assert final == line + b"\n"
+
+
+@settings(max_examples=100)
+@given(st.lists(st.binary(max_size=300), max_size=20))
+def test_frames_round_trip(chunks):
+    stream = b"".join(runtime._HEADER.pack(runtime.FRAME_STDOUT, len(c)) + c for c in chunks)
+    reader = runtime.FrameReader()
+    got = []
+    # Any split of the byte stream decodes to the same frames.
+    for i in range(0, len(stream), 7):
+        got += [payload for _, payload in reader.feed(stream[i:i + 7])]
+    assert got == chunks
+
+
+def test_launch_request_round_trip():
+    request = {"job": "j", "rank": 1, "command": "echo 'a b' \"$X\"", "forward": True}
+    line = "launch " + base64.b64encode(json.dumps(request).encode()).decode()
+    assert runtime.parse_launch_request(line) == request
+
+
+@pytest.mark.parametrize("original", [
+    "", "sh", "launch", "launch x y", "rm -rf /", "launch !!!",
+    "launch " + base64.b64encode(b'{"job": 1, "rank": 1, "command": "x"}').decode(),
+    "launch " + base64.b64encode(b'{"job": "j", "rank": "1", "command": "x"}').decode(),
+])
+def test_launch_request_refuses_anything_else(original):
+    with pytest.raises(runtime.RuntimeFailure):
+        runtime.parse_launch_request(original)
+
+
+def test_hosts_block_is_replaced_in_place(tmp_path, monkeypatch):
+    hosts = tmp_path / "hosts"
+    hosts.write_text("127.0.0.1 localhost\n10.0.0.9 other")
+    inode = hosts.stat().st_ino
+    monkeypatch.setattr(runtime, "HOSTS_FILE", str(hosts))
+    runtime.write_hosts_block("j", [("10.0.0.1", "j-0"), ("10.0.0.2", "j-1")])
+    runtime.write_hosts_block("k", [("10.0.0.3", "k-0")])
+    runtime.write_hosts_block("j", [("10.0.0.5", "j-0")])
+    assert hosts.read_text() == (
+        "127.0.0.1 localhost\n10.0.0.9 other\n"
+        "# BEGIN fuzz.multinode job k\n10.0.0.3 k-0\n# END fuzz.multinode job k\n"
+        "# BEGIN fuzz.multinode job j\n10.0.0.5 j-0\n# END fuzz.multinode job j\n")
+    runtime.write_hosts_block("j", [])
+    runtime.write_hosts_block("k", [])
+    assert hosts.read_text() == "127.0.0.1 localhost\n10.0.0.9 other\n"
+    assert hosts.stat().st_ino == inode  # bind-mounted files cannot be renamed over
+
+
+def test_find_rank_by_name_node_or_address():
+    spec = {"job": "j", "ranks": [
+        {"rank": 0, "name": "j-0", "node": "n1", "address": "10.0.0.1"},
+        {"rank": 1, "name": "j-1", "node": "n2", "address": "10.0.0.2"}]}
+    assert runtime.find_rank(spec, "j-1")["rank"] == 1
+    assert runtime.find_rank(spec, "n2")["rank"] == 1
+    assert runtime.find_rank(spec, "10.0.0.1")["rank"] == 0
+    with pytest.raises(runtime.RuntimeFailure, match="unknown host 'j-7': job j has ranks j-0, j-1"):
+        runtime.find_rank(spec, "j-7")
+
+
+def test_exit_status_follows_the_shell_convention():
+    assert runtime.exit_status(3 << 8) == 3
+    assert runtime.exit_status(9) == 128 + 9  # killed by SIGKILL
