@@ -1,0 +1,60 @@
+"""run-job.yml refuses jobs it cannot run before it touches any host. The
+inventory's host points at a closed loopback port: had the play tried to
+reach it, the output would say UNREACHABLE."""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+TOP = Path(__file__).resolve().parents[2]
+
+
+def ansible_playbook():
+    found = shutil.which("ansible-playbook") or os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
+    assert os.path.exists(found), "ansible-playbook not found: run scripts/test (it installs .venv)"
+    return found
+
+
+def run(tmp_path, job, hosts=1):
+    fuzzfile = tmp_path / "job.yml"
+    fuzzfile.write_text(yaml.safe_dump({"version": "v4", "jobs": {"solve": job}}))
+    inventory = tmp_path / "inventory"
+    inventory.write_text("[multinode]\n" + "".join(
+        "ghost-%d ansible_host=127.0.0.1 ansible_port=9 ansible_connection=ssh\n" % i
+        for i in range(hosts)))
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(TOP), ANSIBLE_CONFIG=str(TOP / "ansible.cfg"))
+    proc = subprocess.run(
+        [ansible_playbook(), "run-job.yml", "-i", str(inventory), "-e", "fuzzfile=%s" % fuzzfile],
+        cwd=TOP, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
+    assert "UNREACHABLE" not in proc.stdout and "ghost-0" not in proc.stdout.split("PLAY RECAP")[0], proc.stdout
+    assert "Traceback" not in proc.stdout
+    return proc.returncode, proc.stdout
+
+
+def job(**extra):
+    base = {"image": {"uri": "docker://alpine"}, "command": ["true"],
+            "multinode": {"nodes": 2, "implementation": "generic"}}
+    base.update(extra)
+    return base
+
+
+def test_fewer_hosts_than_nodes_fails_naming_both_numbers(tmp_path):
+    rc, out = run(tmp_path, job(), hosts=1)
+    assert rc != 0
+    assert "job solve needs 2 nodes but the inventory group multinode has 1 hosts" in out
+
+
+def test_unsupported_implementation_is_refused(tmp_path):
+    rc, out = run(tmp_path, job(multinode={"nodes": 1, "implementation": "openmpi"}), hosts=1)
+    assert rc != 0
+    assert "jobs.solve.multinode.implementation: 'openmpi' is not supported yet" in out
+
+
+def test_invalid_fuzzfile_is_refused_with_the_field(tmp_path):
+    rc, out = run(tmp_path, job(multinode={"nodes": 0, "implementation": "generic"}), hosts=1)
+    assert rc != 0
+    assert "jobs.solve.multinode.nodes: must be an integer >= 1" in out
