@@ -462,10 +462,12 @@ class Cancelled(Exception):
 
 
 def cmd_head(args):
-    if len(args) != 1:
-        raise RuntimeFailure("usage: head JOB")
+    if len(args) not in (1, 3) or (len(args) == 3 and args[1] != "--controller-timeout"):
+        raise RuntimeFailure("usage: head JOB [--controller-timeout SECONDS]")
     job = args[0]
     spec = load_spec(job)
+    if len(args) == 3:
+        spec["controller_timeout"] = float(args[2])
     result = Supervisor(spec).run()
     directory = job_dir(job)
     write_file(os.path.join(directory, "result.json"), json.dumps(result), 0o644)
@@ -513,6 +515,8 @@ class Supervisor:
         except Cancelled as exc:
             result["status"] = "CANCELED"
             result["message"] = "job %s canceled by %s" % (self.job, exc)
+            if log_fd is not None:
+                write_all(log_fd, ("%s: %s\n" % (PROG, result["message"])).encode())
         except RuntimeFailure as exc:
             result["message"] = str(exc)
             if log_fd is not None:
@@ -522,12 +526,44 @@ class Supervisor:
             signal.signal(signal.SIGINT, signal.SIG_IGN)
             if namespace is not None:
                 # The job is over when rank 0 ends: stop what is left of it
-                # here; workers lose their ssh sessions and stop themselves.
+                # here, then on every worker node.
                 kill_job_processes({namespace}, self.grace, self.user)
+                self.clean_workers()
             if log_fd is not None:
                 os.close(log_fd)
         result["duration"] = round(time.time() - started, 3)
         return result
+
+    def clean_workers(self):
+        """Ask every worker node to stop what is left of the job there (in
+        parallel, on fresh connections: the multiplexed ones are gone)."""
+        nodes = {}
+        for rank in self.spec["ranks"][1:]:
+            nodes.setdefault(rank["node"], rank)
+        request = encode_request({"job": self.job, "cleanup": True})
+        calls = [spawn_as(self.user, ssh_command(node, rank["address"]) + [
+                     "-o", "ControlMaster=no", "-o", "ControlPath=none", "-T", request],
+                     rank_environment(self.spec, self.head, self.user), "/",
+                     subprocess.DEVNULL, subprocess.DEVNULL, subprocess.DEVNULL)
+                 for node, rank in nodes.items()]
+        deadline = time.monotonic() + self.grace + 20
+        for call in calls:
+            try:
+                call.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                call.kill()
+                call.wait()
+
+    def controller_gone(self):
+        """True when the controller stopped polling the job (the play was
+        interrupted or lost its connection) for longer than allowed."""
+        timeout = self.spec.get("controller_timeout") or 0
+        if timeout <= 0:
+            return False
+        try:
+            return time.time() - os.stat(os.path.join(job_dir(self.job), "heartbeat")).st_mtime > timeout
+        except FileNotFoundError:
+            return False
 
     def _on_signal(self, signum, frame):
         if self.cancelled is None:
@@ -582,6 +618,8 @@ class Supervisor:
         while True:
             if self.cancelled:
                 raise Cancelled(self.cancelled)
+            if self.controller_gone():
+                raise Cancelled("the controller: it stopped polling the job")
             failure = first_failure(events)
             if failure:
                 return None, failure
@@ -696,8 +734,7 @@ def cmd_wrapper(args):
         "command": " ".join(args[1:]),  # ssh joins the words; sh -c splits
         "forward": os.environ.get("MULTINODE_WRAPPER_FORWARD_STREAMS") == "1",
     }
-    remote = "launch " + base64.b64encode(json.dumps(request).encode()).decode()
-    ssh = subprocess.Popen(ssh_command(target["node"], target["address"]) + ["-T", remote],
+    ssh = subprocess.Popen(ssh_command(target["node"], target["address"]) + ["-T", encode_request(request)],
                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE)
     status, error, ssh_errors = relay(ssh)
@@ -778,6 +815,11 @@ def cmd_launch(args):
     try:
         request = parse_launch_request(os.environ.get("SSH_ORIGINAL_COMMAND", ""))
         spec = load_spec(request["job"])
+        if request.get("cleanup"):
+            kill_job_processes(recorded_namespaces(spec["job"]), spec.get("kill_grace", 10),
+                               job_user(spec))
+            send_frame(out, FRAME_EXIT, b"0")
+            return 0
         ranks = [r for r in spec["ranks"] if r["rank"] == request["rank"]]
         node = this_node(spec["job"])
         if not ranks or ranks[0]["node"] != node:
@@ -792,17 +834,26 @@ def cmd_launch(args):
 
 
 def parse_launch_request(original):
+    """A request is base64 JSON: {job, rank, command, forward} to run a
+    command for a rank, or {job, cleanup: true} to stop every process of the
+    job on the target node."""
     words = original.split()
     if len(words) != 2 or words[0] != "launch":
         raise RuntimeFailure("this key only launches fuzz.multinode job commands")
     try:
         request = json.loads(base64.b64decode(words[1], validate=True))
-        if not (isinstance(request["job"], str) and isinstance(request["rank"], int)
-                and isinstance(request["command"], str)):
+        if not isinstance(request["job"], str):
+            raise ValueError
+        if request.get("cleanup") is not True and not (
+                isinstance(request["rank"], int) and isinstance(request["command"], str)):
             raise ValueError
     except (ValueError, KeyError, TypeError):
         raise RuntimeFailure("malformed launch request")
     return request
+
+
+def encode_request(request):
+    return "launch " + base64.b64encode(json.dumps(request).encode()).decode()
 
 
 class Launch:

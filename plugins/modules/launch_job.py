@@ -12,14 +12,18 @@ short_description: Run rank 0 of a multinode job on the head node and supervise 
 version_added: 0.1.0
 description:
   - Runs the node runtime's head supervisor for a job that was registered on
-    every node of the job (C(multinode-runtime prepare), done by the
-    M(fuzz.multinode.node) and C(fuzz.multinode.job) roles).
+    every node of the job (C(multinode-runtime.py prepare), done by the
+    C(fuzz.multinode.job) role), and waits for the job to end.
   - Rank 0's command or script runs as the job user, with host name
     C(<job>-0), its stdout and stderr appended to the job log on the head.
   - The job fails when rank 0 exits non-zero or as soon as any worker command
     started through the SSH wrapper exits non-zero; every process of the job
-    on the head is stopped when the job ends.
-  - The job's result is returned; the module fails when the job fails.
+    on every node is stopped when the job ends.
+  - The supervisor runs detached from the module; the task polls it from the
+    controller (an action plugin). When the controller stops polling for
+    O(controller_timeout) seconds (the play was interrupted, or the
+    connection lost), the supervisor cancels the job on every node.
+  - The job's result is returned; the task fails when the job fails.
 author:
   - fuzz.multinode developers
 options:
@@ -31,7 +35,25 @@ options:
     description: Path of the node runtime on the head.
     type: path
     default: /opt/fuzz-multinode/multinode-runtime.py
+  controller_timeout:
+    description:
+      - Seconds without a poll from the controller after which the job is
+        canceled. V(0) never cancels.
+    type: int
+    default: 15
+  poll:
+    description: Seconds between two polls of the job from the controller.
+    type: float
+    default: 1
+  _mode:
+    description: Internal, used by the action plugin (V(start) or V(status)).
+    type: str
+    choices: [start, status]
+    default: start
 attributes:
+  action:
+    support: full
+    details: The action plugin starts the supervisor and polls it until the job ends.
   check_mode:
     support: none
   diff_mode:
@@ -81,8 +103,54 @@ duration:
 """
 
 import json
+import os
+import subprocess
+import time
 
 from ansible.module_utils.basic import AnsibleModule
+
+JOBS_DIR = "/run/fuzz-multinode/jobs"
+
+
+def start(module, job_dir):
+    """Start the supervisor in its own session, detached from this module."""
+    heartbeat = os.path.join(job_dir, "heartbeat")
+    with open(heartbeat, "w"):
+        pass
+    with open(os.path.join(job_dir, "supervisor.out"), "wb") as out:
+        process = subprocess.Popen(
+            ["/usr/bin/python3", "-I", module.params["runtime"], "head", module.params["job"],
+             "--controller-timeout", str(module.params["controller_timeout"])],
+            stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+            start_new_session=True, close_fds=True)
+    with open(os.path.join(job_dir, "supervisor.pid"), "w") as handle:
+        handle.write("%d\n" % process.pid)
+    module.exit_json(changed=True, finished=False, pid=process.pid)
+
+
+def status(module, job_dir):
+    """Report whether the job has ended; every call is a heartbeat."""
+    os.utime(os.path.join(job_dir, "heartbeat"))
+    try:
+        with open(os.path.join(job_dir, "result.json")) as handle:
+            result = json.load(handle)
+    except FileNotFoundError:
+        with open(os.path.join(job_dir, "supervisor.pid")) as handle:
+            pid = int(handle.read())
+        if os.path.exists("/proc/%d" % pid):
+            module.exit_json(changed=False, finished=False)
+        time.sleep(0.5)  # it may be writing the result right now
+        if not os.path.exists(os.path.join(job_dir, "result.json")):
+            with open(os.path.join(job_dir, "supervisor.out"), "rb") as handle:
+                said = handle.read().decode(errors="replace").strip()
+            module.fail_json(msg="the job's supervisor ended without a result: %s" % (said or "no output"),
+                             finished=True, status="FAILED")
+        return status(module, job_dir)
+    result.update(changed=True, finished=True)
+    if result["status"] != "FINISHED":
+        result["msg"] = result["message"]
+        module.fail_json(**result)
+    module.exit_json(**result)
 
 
 def main():
@@ -90,20 +158,18 @@ def main():
         argument_spec=dict(
             job=dict(type="str", required=True),
             runtime=dict(type="path", default="/opt/fuzz-multinode/multinode-runtime.py"),
+            controller_timeout=dict(type="int", default=15),
+            poll=dict(type="float", default=1),
+            _mode=dict(type="str", choices=["start", "status"], default="start"),
         ),
         supports_check_mode=False,
     )
-    rc, out, err = module.run_command(
-        ["/usr/bin/python3", "-I", module.params["runtime"], "head", module.params["job"]])
-    try:
-        result = json.loads(out.strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        module.fail_json(msg="the node runtime failed: %s" % (err.strip() or out.strip() or "rc %d" % rc), rc=rc)
-    result["changed"] = True
-    if result["status"] != "FINISHED":
-        result["msg"] = result["message"]
-        module.fail_json(**result)
-    module.exit_json(**result)
+    job_dir = os.path.join(JOBS_DIR, module.params["job"])
+    if not os.path.isfile(os.path.join(job_dir, "spec.json")):
+        module.fail_json(msg="job %s is not registered on this node" % module.params["job"])
+    if module.params["_mode"] == "start":
+        start(module, job_dir)
+    status(module, job_dir)
 
 
 if __name__ == "__main__":

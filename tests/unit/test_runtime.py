@@ -5,7 +5,6 @@ container clusters by the Molecule scenarios."""
 
 import base64
 import importlib.util
-import json
 import os
 from pathlib import Path
 
@@ -59,16 +58,19 @@ def test_frames_round_trip(chunks):
     assert got == chunks
 
 
-def test_launch_request_round_trip():
-    request = {"job": "j", "rank": 1, "command": "echo 'a b' \"$X\"", "forward": True}
-    line = "launch " + base64.b64encode(json.dumps(request).encode()).decode()
-    assert runtime.parse_launch_request(line) == request
+@pytest.mark.parametrize("request_", [
+    {"job": "j", "rank": 1, "command": "echo 'a b' \"$X\"", "forward": True},
+    {"job": "j", "cleanup": True},
+])
+def test_launch_request_round_trip(request_):
+    assert runtime.parse_launch_request(runtime.encode_request(request_)) == request_
 
 
 @pytest.mark.parametrize("original", [
     "", "sh", "launch", "launch x y", "rm -rf /", "launch !!!",
     "launch " + base64.b64encode(b'{"job": 1, "rank": 1, "command": "x"}').decode(),
     "launch " + base64.b64encode(b'{"job": "j", "rank": "1", "command": "x"}').decode(),
+    "launch " + base64.b64encode(b'{"job": "j", "cleanup": 1}').decode(),
 ])
 def test_launch_request_refuses_anything_else(original):
     with pytest.raises(runtime.RuntimeFailure):
