@@ -484,6 +484,7 @@ class Supervisor:
         self.user = job_user(spec)
         self.grace = spec.get("kill_grace", 10)
         self.cancelled = None
+        self.lost_nodes = set()
 
     def run(self):
         started = time.time()
@@ -503,6 +504,8 @@ class Supervisor:
             status, failure = self.wait(child)
             if failure:
                 result.update(failure_result(failure))
+                if failure.get("lost"):
+                    self.lost_nodes.add(failure["node"])
             else:
                 result["rc"] = status
                 if status == 0:
@@ -539,7 +542,8 @@ class Supervisor:
         parallel, on fresh connections: the multiplexed ones are gone)."""
         nodes = {}
         for rank in self.spec["ranks"][1:]:
-            nodes.setdefault(rank["node"], rank)
+            if rank["node"] not in self.lost_nodes:  # a fresh connection would only time out
+                nodes.setdefault(rank["node"], rank)
         request = encode_request({"job": self.job, "cleanup": True})
         calls = [spawn_as(self.user, ssh_command(node, rank["address"]) + [
                      "-o", "ControlMaster=no", "-o", "ControlPath=none", "-T", request],
@@ -739,7 +743,8 @@ def cmd_wrapper(args):
                            stderr=subprocess.PIPE)
     status, error, ssh_errors = relay(ssh)
     where = "rank %d (%s on %s)" % (target["rank"], target["name"], target["node"])
-    if status is None:
+    lost = status is None
+    if lost:
         status = 255
         reason = "lost connection to %s: %s" % (
             where, error or last_line(ssh_errors) or "ssh exited with status %d" % ssh.returncode)
@@ -750,7 +755,7 @@ def cmd_wrapper(args):
     if error or status == 255:
         write_all(2, ("%s: %s\n" % (PROG, reason)).encode())
     if status != 0 and me["rank"] == 0:
-        report_failure(spec, target, status, reason)
+        report_failure(spec, target, status, reason, lost)
     return status
 
 
@@ -793,10 +798,11 @@ def relay(ssh):
     return status, error, ssh_errors
 
 
-def report_failure(spec, target, status, reason):
+def report_failure(spec, target, status, reason, lost=False):
     """Tell the head's supervisor that a worker failed: it stops the job."""
     record = rank_summary(target, status)
     record["message"] = reason
+    record["lost"] = lost  # the node did not answer: do not wait for it again
     events = os.path.join(job_dir(spec["job"]), "events")
     name = os.path.join(events, "%.6f-%d" % (time.time(), os.getpid()))
     try:

@@ -1,0 +1,386 @@
+"""Verifier of the failure scenario: jobs that fail, or are stopped, in every
+way the runtime must handle, run through run-job.yml exactly as a user runs
+it, on a real 3-node container cluster.
+
+For each way a job can end badly it checks what a user relies on: the job
+fails (the playbook exits non-zero) promptly, the message names the rank,
+host name, node and status that failed it, and no process of the job is left
+on any node. Node processes are checked with docker exec the moment the
+playbook returns (the state the user is left with), so every test judges its
+own job, whatever order the tests run in.
+
+Times: containers share the host's clock, so a `date +%s.%N` written by a job
+command on a node compares with the verifier's time.time().
+"""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+EPHEMERAL = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"])
+PROJECT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
+INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
+FUZZFILES = PROJECT / "tests" / "fuzzfiles" / "failure"
+RUNTIME = "/opt/fuzz-multinode/multinode-runtime.py"
+NODES = ["fmn-failure-node-1", "fmn-failure-node-2", "fmn-failure-node-3"]
+HEAD, WORKER, THIRD = NODES  # rank 0, rank 1, rank 2 of a 3-node job
+NO_PROCESSES = {name: [] for name in NODES}
+
+# What a user relies on, in seconds.
+WORKER_FAILURE_STOPS_HEAD_WITHIN = 2  # worker exits non-zero -> head told to stop
+LOST_NODE_FAILS_JOB_WITHIN = 30  # keepalives: 5 s x 3, plus the teardown
+INTERRUPT_STOPS_JOB_WITHIN = 30  # playbook interrupted -> no job process left
+
+
+# -- running the playbook like a user ------------------------------------------
+
+def playbook(fuzzfile, logs, job=None):
+    argv = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "run-job.yml",
+            "-i", INVENTORY, "-e", "fuzzfile=" + str(FUZZFILES / fuzzfile),
+            "-e", "log_dir=" + str(logs)]
+    if job:
+        argv += ["-e", "job=" + job]
+    env = dict(os.environ)
+    env.pop("ANSIBLE_CONFIG", None)  # the repository's ansible.cfg, as for a user
+    env["ANSIBLE_COLLECTIONS_PATH"] = str(PROJECT)
+    return argv, env
+
+
+class JobRun:
+    """One finished run of run-job.yml: exit status, output, duration, the
+    logs it fetched, and the job user's processes on every node the moment
+    it returned."""
+
+    def __init__(self, job, logs, rc, output, seconds):
+        self.job, self.logs, self.rc, self.output, self.seconds = job, logs, rc, output, seconds
+        self.leftovers = processes_on_all_nodes()
+
+    def log(self):
+        path = self.logs / (self.job + ".log")
+        return path.read_text() if path.exists() else ""
+
+    def rank_log(self, rank):
+        path = self.logs / self.job / ("rank-%d.log" % rank)
+        return path.read_text() if path.exists() else ""
+
+    def __repr__(self):  # shown by pytest when an assertion fails
+        return "JobRun(%s, rc=%s, %.1f s)\n--- output ---\n%s\n--- job log ---\n%s" % (
+            self.job, self.rc, self.seconds, self.output[-6000:], self.log())
+
+
+def run_job(fuzzfile, logs, job=None):
+    argv, env = playbook(fuzzfile, logs, job)
+    started = time.monotonic()
+    proc = subprocess.run(argv, cwd=PROJECT, env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True)
+    return JobRun(job or Path(fuzzfile).stem, logs, proc.returncode, proc.stdout,
+                  time.monotonic() - started)
+
+
+class StartedJob:
+    """run-job.yml started in the background, in its own process group (as a
+    shell runs a foreground command), output to a file."""
+
+    def __init__(self, fuzzfile, logs, job=None):
+        argv, env = playbook(fuzzfile, logs, job)
+        self.job, self.logs = job or Path(fuzzfile).stem, logs
+        self.out_path = logs / "ansible-playbook.out"
+        with open(self.out_path, "w") as out:
+            self.proc = subprocess.Popen(argv, cwd=PROJECT, env=env, stdout=out,
+                                         stderr=subprocess.STDOUT, start_new_session=True)
+
+    def output(self):
+        return self.out_path.read_text()
+
+    def log(self):
+        path = self.logs / (self.job + ".log")
+        return path.read_text() if path.exists() else ""
+
+    def wait_until_running(self, nodes, timeout=240):
+        """Until the job user runs `sleep` on every node in `nodes`."""
+        deadline = time.monotonic() + timeout
+        while not all(sleeping(node) for node in nodes):
+            if self.proc.poll() is not None:
+                pytest.fail("the playbook ended before the job ran on %s:\n%s"
+                            % (", ".join(nodes), self.output()[-6000:]))
+            if time.monotonic() > deadline:
+                pytest.fail("the job did not start on %s within %d s:\n%s"
+                            % (", ".join(nodes), timeout, self.output()[-6000:]))
+            time.sleep(0.5)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
+
+# -- looking at the nodes -------------------------------------------------------
+
+def docker(*args, timeout=60):
+    return subprocess.run(["docker", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True, timeout=timeout)
+
+
+def job_processes(node):
+    """Processes of the job user on a node (the job runs as user fuzz),
+    zombies included: ps lists every process, also ones that called setsid."""
+    done = docker("exec", node, "sh", "-c", "ps -e -o user=,pid=,stat=,args= | awk '$1 == \"fuzz\"'")
+    if done.returncode != 0:
+        return ["(cannot look: %s)" % done.stderr.strip()]
+    return [line for line in done.stdout.splitlines() if line.strip()]
+
+
+def processes_on_all_nodes(nodes=NODES):
+    return {node: job_processes(node) for node in nodes}
+
+
+def sleeping(node):
+    return docker("exec", node, "pgrep", "-u", "fuzz", "-x", "sleep").returncode == 0
+
+
+def unregister(job, nodes=NODES):
+    """Restore the nodes after a run whose play could not clean up: the
+    runtime's own cleanup, as the play runs it."""
+    for node in nodes:
+        docker("exec", node, "/usr/bin/python3", "-I", RUNTIME, "cleanup", job, timeout=120)
+
+
+def failure_message(output):
+    """What the play reports as the job's failure (its last task), not the
+    job log it shows before."""
+    marker = "TASK [fuzz.multinode.job : Report the job's result]"
+    return output[output.rfind(marker):] if marker in output else ""
+
+
+def timestamp(text, label):
+    found = re.findall(r"^%s (\d+\.\d+)$" % re.escape(label), text, re.M)
+    assert len(found) == 1, "expected one line %r <time> in:\n%s" % (label, text)
+    return float(found[0])
+
+
+@pytest.fixture(scope="module")
+def job_run(tmp_path_factory):
+    """Runs each Fuzzfile job once for all the tests that look at it."""
+    runs = {}
+
+    def get(fuzzfile, job=None):
+        if (fuzzfile, job) not in runs:
+            runs[fuzzfile, job] = run_job(fuzzfile, tmp_path_factory.mktemp("logs"), job)
+        return runs[fuzzfile, job]
+    return get
+
+
+# -- a worker exits non-zero ------------------------------------------------------
+
+WORKER_FAILURES = pytest.mark.parametrize("dispatch", ["rankn", "all", "bare"],
+                                          ids=["exec_rankN", "exec_all", "bare-wrapper"])
+
+
+@WORKER_FAILURES
+def test_failing_worker_fails_the_job_naming_it(job_run, dispatch):
+    run = job_run("worker-fails-%s.yml" % dispatch)
+    assert run.rc != 0, run
+    assert ("rank 1 (worker-fails-%s-1 on %s) exited with status 3" % (dispatch, WORKER)
+            in failure_message(run.output)), run
+    # The head had 120 s of work left; the job stopped it.
+    assert "head starts" in run.log(), run
+    assert "head after sleep" not in run.log(), run
+    assert run.seconds < 100, run
+
+
+@WORKER_FAILURES
+def test_failing_worker_stops_the_head_within_2_seconds(job_run, dispatch):
+    run = job_run("worker-fails-%s.yml" % dispatch)
+    worker_exit = timestamp(run.rank_log(1), "worker exits at")
+    head_stopped = timestamp(run.log(), "head terminated at")
+    print("worker exited at %.3f, head got SIGTERM %.3f s later" % (worker_exit, head_stopped - worker_exit))
+    assert 0 <= head_stopped - worker_exit < WORKER_FAILURE_STOPS_HEAD_WITHIN, (
+        "worker exited at %.3f, head got SIGTERM at %.3f (%.3f s later)"
+        % (worker_exit, head_stopped, head_stopped - worker_exit))
+
+
+@WORKER_FAILURES
+def test_failing_worker_leaves_no_process(job_run, dispatch):
+    run = job_run("worker-fails-%s.yml" % dispatch)
+    assert run.leftovers == NO_PROCESSES, run
+
+
+# -- the head exits non-zero --------------------------------------------------------
+
+def test_wait_rank0_passes_the_head_status_through(job_run):
+    run = job_run("head-fails.yml")
+    assert run.rc != 0, run
+    assert "rank 0 (head-fails-0 on %s) exited with status 7" % HEAD in failure_message(run.output), run
+    assert "head fails" in run.log(), run
+    assert "not reached" not in run.log(), run
+    assert "worker is busy" in run.rank_log(1), run
+
+
+def test_failing_head_leaves_no_process(job_run):
+    run = job_run("head-fails.yml")
+    assert run.leftovers == NO_PROCESSES, run
+
+
+# -- commands that ignore SIGTERM -----------------------------------------------------
+
+def test_term_ignoring_processes_are_gone_when_the_job_ends(job_run):
+    run = job_run("term-ignored-ends.yml")
+    assert run.rc == 0, run
+    # They did run, and ignored TERM ...
+    assert "term-ignored-ends-0 ignores TERM" in run.log(), run
+    assert "term-ignored-ends-1 ignores TERM" in run.rank_log(1), run
+    # ... and are gone after the grace period (SIGKILL).
+    assert run.leftovers == NO_PROCESSES, run
+
+
+def test_term_ignoring_processes_are_gone_when_the_job_fails(job_run):
+    run = job_run("term-ignored-fails.yml")
+    assert run.rc != 0, run
+    assert ("rank 1 (term-ignored-fails-1 on %s) exited with status 4" % WORKER
+            in failure_message(run.output)), run
+    assert "term-ignored-fails-0 ignores TERM" in run.log(), run
+    assert "term-ignored-fails-1 ignores TERM" in run.rank_log(1), run
+    assert run.leftovers == NO_PROCESSES, run
+
+
+# -- the playbook itself is interrupted ---------------------------------------------------
+
+@pytest.mark.parametrize("how", ["SIGINT", "SIGTERM"])
+def test_interrupted_playbook_stops_the_job_on_every_node(tmp_path, how):
+    """Ctrl-C (SIGINT to the playbook's process group, as a terminal sends
+    it) or `kill` (SIGTERM to the ansible-playbook process) while a job runs:
+    no process of the job may remain on any node soon after."""
+    job = "interrupted-" + how.lower()
+    started = StartedJob("interrupted.yml", tmp_path, job)
+    try:
+        started.wait_until_running([HEAD, WORKER])
+        if how == "SIGINT":
+            os.killpg(started.proc.pid, signal.SIGINT)
+        else:
+            started.proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + INTERRUPT_STOPS_JOB_WITHIN
+        left = processes_on_all_nodes()
+        while left != NO_PROCESSES and time.monotonic() < deadline:
+            time.sleep(1)
+            left = processes_on_all_nodes()
+        print("%s: job processes left on the nodes %.1f s after the signal: %s" % (
+            how, time.monotonic() - deadline + INTERRUPT_STOPS_JOB_WITHIN, left))
+        try:
+            started.proc.wait(timeout=max(1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            pass
+        assert left == NO_PROCESSES, "%d s after %s to ansible-playbook (%s):\n%s" % (
+            INTERRUPT_STOPS_JOB_WITHIN, how,
+            "still running" if started.proc.poll() is None else "exited %d" % started.proc.returncode,
+            started.output()[-3000:])
+        assert started.proc.poll() is not None, "ansible-playbook still runs %d s after %s" % (
+            INTERRUPT_STOPS_JOB_WITHIN, how)
+        assert started.proc.returncode != 0, started.output()
+    finally:
+        started.stop()
+        unregister(job)
+
+
+# -- a worker node is lost ----------------------------------------------------------------
+# A frozen node (docker pause: its kernel still answers TCP, its sshd does
+# not) is noticed only by the ssh keepalives. A killed node (docker kill) is
+# noticed at once: the kernel closes its connections as its processes die.
+# Last: they take a node away. The node comes back afterwards, and the final
+# test shows that the playbook brings it back into service.
+
+@pytest.fixture
+def unpause_worker():
+    yield
+    docker("unpause", WORKER)
+
+
+def test_hung_worker_node_fails_the_job_naming_it(tmp_path, unpause_worker):
+    started = StartedJob("lost-node.yml", tmp_path, "hung-node")
+    try:
+        started.wait_until_running(NODES)
+        paused = docker("pause", WORKER)
+        paused_at, paused_mono = time.time(), time.monotonic()
+        assert paused.returncode == 0, paused.stderr
+        try:
+            rc = started.proc.wait(timeout=180)
+        except subprocess.TimeoutExpired:
+            pytest.fail("ansible-playbook still runs 180 s after %s was frozen:\n%s"
+                        % (WORKER, started.output()[-6000:]))
+        ended_after = time.monotonic() - paused_mono
+        leftovers = processes_on_all_nodes([HEAD, THIRD])
+        output = started.output()
+    finally:
+        started.stop()
+    # When the node thaws, what it still runs of the job must stop by itself:
+    # its ssh session from the head is gone.
+    assert docker("unpause", WORKER).returncode == 0
+    thawed = time.monotonic()
+    left_on_thawed = job_processes(WORKER)
+    while left_on_thawed and time.monotonic() < thawed + INTERRUPT_STOPS_JOB_WITHIN:
+        time.sleep(1)
+        left_on_thawed = job_processes(WORKER)
+    head_stopped = timestamp(started.log(), "head terminated at")
+    print("node frozen at %.3f; head got SIGTERM %.1f s later; ansible-playbook returned %.1f s later; "
+          "node thawed, its job processes gone %.1f s later"
+          % (paused_at, head_stopped - paused_at, ended_after, time.monotonic() - thawed))
+    assert rc != 0, output
+    assert "lost connection to rank 1 (hung-node-1 on %s)" % WORKER in failure_message(output), output
+    assert "head after sleep" not in started.log(), started.log()
+    assert head_stopped - paused_at < LOST_NODE_FAILS_JOB_WITHIN, (
+        "head stopped %.1f s after the node froze" % (head_stopped - paused_at))
+    assert ended_after < LOST_NODE_FAILS_JOB_WITHIN, (
+        "ansible-playbook returned %.1f s after the node froze:\n%s" % (ended_after, output))
+    assert leftovers == {HEAD: [], THIRD: []}, output
+    assert left_on_thawed == [], "job processes on %s %d s after it thawed" % (
+        WORKER, INTERRUPT_STOPS_JOB_WITHIN)
+
+
+@pytest.fixture
+def restart_worker():
+    yield
+    docker("start", WORKER)
+
+
+def test_lost_worker_node_fails_the_job_naming_it(tmp_path, restart_worker):
+    started = StartedJob("lost-node.yml", tmp_path, "lost-node")
+    try:
+        started.wait_until_running(NODES)
+        killed = docker("kill", WORKER)
+        killed_at, killed_mono = time.time(), time.monotonic()
+        assert killed.returncode == 0, killed.stderr
+        try:
+            rc = started.proc.wait(timeout=180)
+        except subprocess.TimeoutExpired:
+            pytest.fail("ansible-playbook still runs 180 s after %s was killed:\n%s"
+                        % (WORKER, started.output()[-6000:]))
+        ended_after = time.monotonic() - killed_mono
+        leftovers = processes_on_all_nodes([HEAD, THIRD])
+        output = started.output()
+    finally:
+        started.stop()
+    print("node killed at %.3f; head got SIGTERM %.1f s later; ansible-playbook returned %.1f s later"
+          % (killed_at, timestamp(started.log(), "head terminated at") - killed_at, ended_after))
+    assert rc != 0, output
+    assert "lost connection to rank 1 (lost-node-1 on %s)" % WORKER in failure_message(output), output
+    assert "head after sleep" not in started.log(), started.log()
+    head_stopped = timestamp(started.log(), "head terminated at")
+    assert head_stopped - killed_at < LOST_NODE_FAILS_JOB_WITHIN, (
+        "head stopped %.1f s after the node was killed" % (head_stopped - killed_at))
+    assert ended_after < LOST_NODE_FAILS_JOB_WITHIN, (
+        "ansible-playbook returned %.1f s after the node was killed:\n%s" % (ended_after, output))
+    assert leftovers == {HEAD: [], THIRD: []}, output
+
+
+def test_restarted_node_runs_jobs_again(job_run):
+    started = docker("start", WORKER)
+    assert started.returncode == 0, started.stderr
+    run = job_run("hello.yml")
+    assert run.rc == 0, run
+    assert sorted(run.log().splitlines()) == ["hello-%d is up" % r for r in range(3)], run
+    assert run.leftovers == NO_PROCESSES, run
