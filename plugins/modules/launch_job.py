@@ -71,6 +71,11 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+finished:
+  description: Whether the job has ended (always true once the task returns).
+  returned: always
+  type: bool
+  sample: true
 status:
   description: The job's status, V(FINISHED), V(FAILED) or V(CANCELED).
   returned: always
