@@ -3,13 +3,14 @@ converge.yml) and the core behaviours, on a real 2-node container cluster."""
 
 import os
 import re
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import testinfra
+
+sys.path.insert(0, os.path.join(os.environ["MOLECULE_PROJECT_DIRECTORY"], "molecule", "shared"))
+import fuzz_playbook as user_playbook  # noqa: E402  (run-job.yml as a user runs it)
 
 EPHEMERAL = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"])
 PROJECT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
@@ -32,16 +33,7 @@ def log_lines(job, logs=LOGS):
 
 def run_job(fuzzfile, logs):
     """Run run-job.yml the way a user does; returns (rc, output, seconds)."""
-    env = dict(os.environ)
-    env.pop("ANSIBLE_CONFIG", None)  # the repository's ansible.cfg, as for a user
-    env["ANSIBLE_COLLECTIONS_PATH"] = str(PROJECT)
-    started = time.monotonic()
-    proc = subprocess.run(
-        [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "run-job.yml",
-         "-i", INVENTORY, "-e", "fuzzfile=" + str(PROJECT / "tests/fuzzfiles" / fuzzfile),
-         "-e", "log_dir=" + str(logs)],
-        cwd=PROJECT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    return proc.returncode, proc.stdout, time.monotonic() - started
+    return user_playbook.run_job(PROJECT / "tests/fuzzfiles" / fuzzfile, logs)
 
 
 def job_processes(host):

@@ -23,6 +23,9 @@ from pathlib import Path
 
 import pytest
 
+sys.path.insert(0, os.path.join(os.environ["MOLECULE_PROJECT_DIRECTORY"], "molecule", "shared"))
+import fuzz_playbook as user_playbook  # noqa: E402  (run-job.yml as a user runs it)
+
 EPHEMERAL = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"])
 PROJECT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
@@ -41,15 +44,7 @@ INTERRUPT_STOPS_JOB_WITHIN = 30  # playbook interrupted -> no job process left
 # -- running the playbook like a user ------------------------------------------
 
 def playbook(fuzzfile, logs, job=None):
-    argv = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "run-job.yml",
-            "-i", INVENTORY, "-e", "fuzzfile=" + str(FUZZFILES / fuzzfile),
-            "-e", "log_dir=" + str(logs)]
-    if job:
-        argv += ["-e", "job=" + job]
-    env = dict(os.environ)
-    env.pop("ANSIBLE_CONFIG", None)  # the repository's ansible.cfg, as for a user
-    env["ANSIBLE_COLLECTIONS_PATH"] = str(PROJECT)
-    return argv, env
+    return user_playbook.playbook(FUZZFILES / fuzzfile, logs, job)
 
 
 class JobRun:

@@ -16,12 +16,14 @@ import os
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import testinfra
 import yaml
+
+sys.path.insert(0, os.path.join(os.environ["MOLECULE_PROJECT_DIRECTORY"], "molecule", "shared"))
+import fuzz_playbook as user_playbook  # noqa: E402  (run-job.yml as a user runs it)
 
 PROJECT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
@@ -72,16 +74,7 @@ ARGS_HEX = ",".join(arg.encode("utf-8").hex() for arg in ARGS)
 
 def run_job(fuzzfile, job, logs):
     """Run run-job.yml the way a user does; returns (rc, output, seconds)."""
-    env = dict(os.environ)
-    env.pop("ANSIBLE_CONFIG", None)  # the repository's ansible.cfg, as for a user
-    env["ANSIBLE_COLLECTIONS_PATH"] = str(PROJECT)
-    started = time.monotonic()
-    proc = subprocess.run(
-        [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "run-job.yml",
-         "-i", INVENTORY, "-e", "fuzzfile=" + str(FUZZFILES / fuzzfile),
-         "-e", "job=" + job, "-e", "log_dir=" + str(logs)],
-        cwd=PROJECT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    return proc.returncode, proc.stdout, time.monotonic() - started
+    return user_playbook.run_job(FUZZFILES / fuzzfile, logs, job)
 
 
 class Run:

@@ -1,0 +1,32 @@
+"""Running run-job.yml from a scenario's verifier exactly as a user does:
+the repository's ansible.cfg and the checkout as the collection, against the
+scenario's inventory. Every scenario's tests use this one definition."""
+
+import os
+import subprocess
+import sys
+import time
+
+PROJECT = os.environ["MOLECULE_PROJECT_DIRECTORY"]
+INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
+
+
+def playbook(fuzzfile, logs, job=None):
+    """argv and environment of `ansible-playbook run-job.yml` for a Fuzzfile."""
+    argv = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "run-job.yml",
+            "-i", INVENTORY, "-e", "fuzzfile=%s" % fuzzfile, "-e", "log_dir=%s" % logs]
+    if job:
+        argv += ["-e", "job=" + job]
+    env = dict(os.environ)
+    env.pop("ANSIBLE_CONFIG", None)  # Molecule's own config is not what a user has
+    env["ANSIBLE_COLLECTIONS_PATH"] = PROJECT
+    return argv, env
+
+
+def run_job(fuzzfile, logs, job=None):
+    """Run the playbook to the end; returns (exit status, output, seconds)."""
+    argv, env = playbook(fuzzfile, logs, job)
+    started = time.monotonic()
+    proc = subprocess.run(argv, cwd=PROJECT, env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True)
+    return proc.returncode, proc.stdout, time.monotonic() - started
