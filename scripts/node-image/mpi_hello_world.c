@@ -1,5 +1,5 @@
 /* Standard MPI hello world, installed in the node image as
- * /usr/lib64/openmpi/bin/mpi_hello_world. */
+ * /usr/lib64/openmpi/bin/mpi_hello_world (and /usr/lib64/mpich/bin/ for MPICH). */
 #include <mpi.h>
 #include <stdio.h>
 
