@@ -11,7 +11,8 @@ as one of these subcommands:
                         prints the job's result as JSON
   launch                (root, sshd forced command) start one wrapper call
                         for a rank of an active job on this node
-  wrapper HOST CMD...   (job user) MULTINODE_SSH_WRAPPER: run CMD on the
+  wrapper [OPTS] HOST CMD...
+                        (job user) MULTINODE_SSH_WRAPPER: run CMD on the
                         node of rank HOST, ssh's argv contract
   cleanup JOB           (root) kill every process of JOB on this node and
                         unregister it; prints JSON
@@ -296,14 +297,22 @@ def spawn_as(user, argv, env, cwd, stdin, stdout, stderr):
 class LineWriter:
     """Buffers a byte stream and writes only complete lines to `fd`, all
     complete lines of a chunk in one write(2), so concurrent writers to the
-    same O_APPEND file never tear each other's lines. The unterminated tail
-    is written as it is by flush() at end of stream."""
+    same O_APPEND file never tear each other's lines. flush() writes the
+    unterminated tail at end of stream: to a log (a file opened O_APPEND:
+    the job log, a rank log) followed by a newline, so it stays a line of
+    its own instead of being glued to the next line another writer appends;
+    elsewhere (a pipe, a file opened without O_APPEND) as it is, the bytes
+    ssh would deliver."""
 
     MAX_PENDING = 8 << 20  # a line longer than this is written in pieces
 
     def __init__(self, fd):
         self.fd = fd
         self.pending = b""
+        try:
+            self.terminate = bool(fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_APPEND)
+        except OSError:
+            self.terminate = False
 
     def feed(self, data):
         self.pending += data
@@ -316,7 +325,7 @@ class LineWriter:
 
     def flush(self):
         if self.pending:
-            write_all(self.fd, self.pending)
+            write_all(self.fd, self.pending + b"\n" if self.terminate else self.pending)
             self.pending = b""
 
 
@@ -569,6 +578,15 @@ class Supervisor:
         except FileNotFoundError:
             return False
 
+    def cancel_requested(self):
+        """The reason written to the job's `cancel` file by the controller
+        (fuzz.multinode.launch_job when the playbook is interrupted), if any."""
+        try:
+            with open(os.path.join(job_dir(self.job), "cancel"), "rb") as handle:
+                return handle.read().decode(errors="replace").strip() or "the controller"
+        except FileNotFoundError:
+            return None
+
     def _on_signal(self, signum, frame):
         if self.cancelled is None:
             self.cancelled = signal.Signals(signum).name
@@ -587,7 +605,14 @@ class Supervisor:
                                          "/", subprocess.DEVNULL, subprocess.DEVNULL, subprocess.PIPE)))
         errors = []
         for rank, proc in procs:
-            _, err = proc.communicate(timeout=60)
+            try:
+                _, err = proc.communicate(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                _, err = proc.communicate()
+                errors.append("cannot connect to node %s (%s) for rank %s: no connection within 60 s" % (
+                    rank["node"], rank["address"], rank["name"]))
+                continue
             if proc.returncode != 0:
                 errors.append("cannot connect to node %s (%s) for rank %s: %s" % (
                     rank["node"], rank["address"], rank["name"],
@@ -624,6 +649,9 @@ class Supervisor:
                 raise Cancelled(self.cancelled)
             if self.controller_gone():
                 raise Cancelled("the controller: it stopped polling the job")
+            reason = self.cancel_requested()
+            if reason:
+                raise Cancelled(reason)
             failure = first_failure(events)
             if failure:
                 return None, failure
@@ -727,15 +755,44 @@ def find_rank(spec, host):
         host, spec["job"], ", ".join(r["name"] for r in spec["ranks"])))
 
 
-def cmd_wrapper(args):
+# ssh's options (OpenSSH 9), so the wrapper takes ssh's whole argv syntax:
+# MPICH Hydra calls `LAUNCHER -x HOST CMD...`, other launchers pass -q, -o ...
+SSH_FLAGS = "46AaCfGgKkMNnqsTtVvXxYy"
+SSH_OPTIONS_WITH_VALUE = "BbcDEeFIiJLlmOoPpQRSWw"
+
+
+def parse_ssh_argv(args):
+    """(host, command words) from ssh-style arguments `[OPTIONS] HOST CMD...`.
+
+    Options are accepted and not applied: the connection is always the
+    cluster's own (its key, pinned host keys, no X11/agent forwarding)."""
+    args = list(args)
+    while args and args[0].startswith("-") and args[0] != "-":
+        word = args.pop(0)
+        if word == "--":
+            break
+        for i, letter in enumerate(word[1:], 1):
+            if letter in SSH_OPTIONS_WITH_VALUE:
+                if i == len(word) - 1:  # value is the next word: -o Foo=bar
+                    if not args:
+                        raise RuntimeFailure("option -%s needs a value" % letter)
+                    args.pop(0)
+                break  # value attached: -oFoo=bar
+            if letter not in SSH_FLAGS:
+                raise RuntimeFailure("unknown ssh option -%s" % letter)
     if len(args) < 2:
-        raise RuntimeFailure("usage: %s HOST COMMAND [ARGS...]" % PROG)
+        raise RuntimeFailure("usage: %s [SSH OPTIONS] HOST COMMAND [ARGS...]" % PROG)
+    return args[0], args[1:]
+
+
+def cmd_wrapper(args):
+    host, words = parse_ssh_argv(args)
     spec, me = current_job()
-    target = find_rank(spec, args[0])
+    target = find_rank(spec, host)
     request = {
         "job": spec["job"],
         "rank": target["rank"],
-        "command": " ".join(args[1:]),  # ssh joins the words; sh -c splits
+        "command": " ".join(words),  # ssh joins the words; sh -c splits
         "forward": os.environ.get("MULTINODE_WRAPPER_FORWARD_STREAMS") == "1",
     }
     ssh = subprocess.Popen(ssh_command(target["node"], target["address"]) + ["-T", encode_request(request)],

@@ -18,11 +18,11 @@ runtime = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(runtime)
 
 
-def written(chunks, tmp_path):
+def written(chunks, tmp_path, flags=os.O_APPEND):
     """Feed chunks to a LineWriter on a file; return (file contents after
     each feed, contents after flush)."""
     path = tmp_path / "out"
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | flags)
     writer = runtime.LineWriter(fd)
     seen = []
     for chunk in chunks:
@@ -36,7 +36,21 @@ def written(chunks, tmp_path):
 def test_line_writer_writes_only_whole_lines(tmp_path):
     seen, final = written([b"ab", b"c\nde", b"f\n\ng", b"h"], tmp_path)
     assert seen == [b"", b"abc\n", b"abc\ndef\n\n", b"abc\ndef\n\n"]
-    assert final == b"abc\ndef\n\ngh"  # the unterminated tail, as it is
+    assert final == b"abc\ndef\n\ngh\n"  # a log: the unterminated tail as a line of its own
+
+
+def test_line_writer_passes_an_unterminated_tail_as_it_is_to_a_pipe(tmp_path):
+    """Not a log (a pipe, a file opened without O_APPEND): the bytes ssh
+    would deliver."""
+    seen, final = written([b"ab\ncd"], tmp_path, flags=os.O_TRUNC)
+    assert final == b"ab\ncd"
+    reader, writer = os.pipe()
+    line_writer = runtime.LineWriter(writer)
+    line_writer.feed(b"ab\ncd")
+    line_writer.flush()
+    os.close(writer)
+    assert os.read(reader, 100) == b"ab\ncd"
+    os.close(reader)
 
 
 def test_line_writer_keeps_a_long_line_whole(tmp_path):
@@ -109,3 +123,29 @@ def test_find_rank_by_name_node_or_address():
 def test_exit_status_follows_the_shell_convention():
     assert runtime.exit_status(3 << 8) == 3
     assert runtime.exit_status(9) == 128 + 9  # killed by SIGKILL
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["h", "cmd"], ("h", ["cmd"])),
+    (["h", "cmd", "-x", "a b"], ("h", ["cmd", "-x", "a b"])),  # options after HOST are the command's
+    (["-x", "h", "/usr/bin/hydra_pmi_proxy", "--proxy-id", "0"],  # MPICH Hydra's call
+     ("h", ["/usr/bin/hydra_pmi_proxy", "--proxy-id", "0"])),
+    (["-q", "-o", "BatchMode=yes", "-oLogLevel=ERROR", "-p", "22", "h", "cmd"], ("h", ["cmd"])),
+    (["-xqT", "-l", "fuzz", "h", "cmd"], ("h", ["cmd"])),
+    (["-tp22", "h", "cmd"], ("h", ["cmd"])),  # value attached after flags
+    (["--", "-h", "cmd"], ("-h", ["cmd"])),
+])
+def test_wrapper_takes_ssh_argv_syntax(argv, expected):
+    assert runtime.parse_ssh_argv(argv) == expected
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["h"], "usage"),
+    ([], "usage"),
+    (["-x", "h"], "usage"),
+    (["-o"], "option -o needs a value"),
+    (["-Z", "h", "cmd"], "unknown ssh option -Z"),
+])
+def test_wrapper_refuses_bad_ssh_argv(argv, message):
+    with pytest.raises(runtime.RuntimeFailure, match=message):
+        runtime.parse_ssh_argv(argv)
