@@ -11,21 +11,24 @@ PROJECT = os.environ["MOLECULE_PROJECT_DIRECTORY"]
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
 
 
-def playbook(fuzzfile, logs, job=None):
-    """argv and environment of `ansible-playbook run-job.yml` for a Fuzzfile."""
+def playbook(fuzzfile, logs, job=None, extra_vars=None):
+    """argv and environment of `ansible-playbook run-job.yml` for a Fuzzfile;
+    extra_vars (a dict) are passed as `-e NAME=VALUE` each."""
     argv = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "run-job.yml",
             "-i", INVENTORY, "-e", "fuzzfile=%s" % fuzzfile, "-e", "log_dir=%s" % logs]
     if job:
         argv += ["-e", "job=" + job]
+    for name, value in (extra_vars or {}).items():
+        argv += ["-e", "%s=%s" % (name, value)]
     env = dict(os.environ)
     env.pop("ANSIBLE_CONFIG", None)  # Molecule's own config is not what a user has
     env["ANSIBLE_COLLECTIONS_PATH"] = PROJECT
     return argv, env
 
 
-def run_job(fuzzfile, logs, job=None):
+def run_job(fuzzfile, logs, job=None, extra_vars=None):
     """Run the playbook to the end; returns (exit status, output, seconds)."""
-    argv, env = playbook(fuzzfile, logs, job)
+    argv, env = playbook(fuzzfile, logs, job, extra_vars)
     started = time.monotonic()
     proc = subprocess.run(argv, cwd=PROJECT, env=env, stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True)

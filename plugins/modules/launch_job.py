@@ -20,9 +20,12 @@ description:
     started through the SSH wrapper exits non-zero; every process of the job
     on every node is stopped when the job ends.
   - The supervisor runs detached from the module; the task polls it from the
-    controller (an action plugin). When the controller stops polling for
-    O(controller_timeout) seconds (the play was interrupted, or the
-    connection lost), the supervisor cancels the job on every node.
+    controller (an action plugin). When the play is interrupted (SIGINT,
+    SIGTERM) or the C(ansible-playbook) process is killed, the task asks the
+    supervisor to cancel the job before it ends. When the controller stops
+    polling for O(controller_timeout) seconds (it froze, crashed or lost the
+    connection), the supervisor cancels the job by itself. Either way every
+    process of the job on every node is stopped.
   - The job's result is returned; the task fails when the job fails.
 author:
   - fuzz.multinode developers
@@ -40,7 +43,7 @@ options:
       - Seconds without a poll from the controller after which the job is
         canceled. V(0) never cancels.
     type: int
-    default: 15
+    default: 60
   poll:
     description: Seconds between two polls of the job from the controller.
     type: float
@@ -163,7 +166,7 @@ def main():
         argument_spec=dict(
             job=dict(type="str", required=True),
             runtime=dict(type="path", default="/opt/fuzz-multinode/multinode-runtime.py"),
-            controller_timeout=dict(type="int", default=15),
+            controller_timeout=dict(type="int", default=60),
             poll=dict(type="float", default=1),
             _mode=dict(type="str", choices=["start", "status"], default="start"),
         ),

@@ -43,8 +43,8 @@ INTERRUPT_STOPS_JOB_WITHIN = 30  # playbook interrupted -> no job process left
 
 # -- running the playbook like a user ------------------------------------------
 
-def playbook(fuzzfile, logs, job=None):
-    return user_playbook.playbook(FUZZFILES / fuzzfile, logs, job)
+def playbook(fuzzfile, logs, job=None, extra_vars=None):
+    return user_playbook.playbook(FUZZFILES / fuzzfile, logs, job, extra_vars)
 
 
 class JobRun:
@@ -82,8 +82,8 @@ class StartedJob:
     """run-job.yml started in the background, in its own process group (as a
     shell runs a foreground command), output to a file."""
 
-    def __init__(self, fuzzfile, logs, job=None):
-        argv, env = playbook(fuzzfile, logs, job)
+    def __init__(self, fuzzfile, logs, job=None, extra_vars=None):
+        argv, env = playbook(fuzzfile, logs, job, extra_vars)
         self.job, self.logs = job or Path(fuzzfile).stem, logs
         self.out_path = logs / "ansible-playbook.out"
         with open(self.out_path, "w") as out:
@@ -246,11 +246,30 @@ def test_term_ignoring_processes_are_gone_when_the_job_fails(job_run):
 
 # -- the playbook itself is interrupted ---------------------------------------------------
 
-@pytest.mark.parametrize("how", ["SIGINT", "SIGTERM"])
+def head_job_log(job):
+    """The job log on the head, which an interrupted play never fetches."""
+    return docker("exec", HEAD, "cat", "/var/log/fuzz-multinode/%s/job.log" % job).stdout
+
+
+def wait_for_no_processes(within):
+    """Job processes left on the nodes, polled until none are or `within`
+    seconds passed; returns (what is left, seconds it took)."""
+    started = time.monotonic()
+    left = processes_on_all_nodes()
+    while left != NO_PROCESSES and time.monotonic() - started < within:
+        time.sleep(1)
+        left = processes_on_all_nodes()
+    return left, time.monotonic() - started
+
+
+@pytest.mark.parametrize("how", ["SIGINT", "SIGTERM", "SIGKILL"])
 def test_interrupted_playbook_stops_the_job_on_every_node(tmp_path, how):
     """Ctrl-C (SIGINT to the playbook's process group, as a terminal sends
-    it) or `kill` (SIGTERM to the ansible-playbook process) while a job runs:
-    no process of the job may remain on any node soon after."""
+    it), `kill` (SIGTERM to the ansible-playbook process) or `kill -9` (the
+    ansible-playbook process dies at once) while a job runs: no process of
+    the job may remain on any node soon after, and the job says why it
+    stopped. (Well before the controller timeout: the play asks the head to
+    cancel the job.)"""
     job = "interrupted-" + how.lower()
     started = StartedJob("interrupted.yml", tmp_path, job)
     try:
@@ -258,16 +277,11 @@ def test_interrupted_playbook_stops_the_job_on_every_node(tmp_path, how):
         if how == "SIGINT":
             os.killpg(started.proc.pid, signal.SIGINT)
         else:
-            started.proc.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + INTERRUPT_STOPS_JOB_WITHIN
-        left = processes_on_all_nodes()
-        while left != NO_PROCESSES and time.monotonic() < deadline:
-            time.sleep(1)
-            left = processes_on_all_nodes()
-        print("%s: job processes left on the nodes %.1f s after the signal: %s" % (
-            how, time.monotonic() - deadline + INTERRUPT_STOPS_JOB_WITHIN, left))
+            started.proc.send_signal(getattr(signal, how))
+        left, seconds = wait_for_no_processes(INTERRUPT_STOPS_JOB_WITHIN)
+        print("%s: job processes left on the nodes %.1f s after the signal: %s" % (how, seconds, left))
         try:
-            started.proc.wait(timeout=max(1, deadline - time.monotonic()))
+            started.proc.wait(timeout=max(1, INTERRUPT_STOPS_JOB_WITHIN - seconds))
         except subprocess.TimeoutExpired:
             pass
         assert left == NO_PROCESSES, "%d s after %s to ansible-playbook (%s):\n%s" % (
@@ -277,7 +291,61 @@ def test_interrupted_playbook_stops_the_job_on_every_node(tmp_path, how):
         assert started.proc.poll() is not None, "ansible-playbook still runs %d s after %s" % (
             INTERRUPT_STOPS_JOB_WITHIN, how)
         assert started.proc.returncode != 0, started.output()
+        reason = ("the playbook process ended" if how == "SIGKILL"
+                  else "the playbook was interrupted (%s)" % how)
+        assert ("job %s canceled by the controller: %s" % (job, reason)) in head_job_log(job)
     finally:
+        started.stop()
+        unregister(job)
+
+
+def descendants(pid):
+    """pid and every process below it (Ansible's workers run in sessions of
+    their own, but are still its children)."""
+    found, todo = [], [pid]
+    while todo:
+        parent = todo.pop()
+        found.append(parent)
+        for task in Path("/proc/%d/task" % parent).glob("*"):
+            try:
+                todo += [int(child) for child in (task / "children").read_text().split()]
+            except OSError:
+                pass
+    return found
+
+
+def test_frozen_controller_gets_the_job_canceled(tmp_path):
+    """A controller that can no longer act (frozen here with SIGSTOP; a
+    crash or a cut network look the same to the head): after
+    fuzz_multinode_controller_timeout seconds without a poll the head
+    cancels the job on every node by itself."""
+    job = "interrupted-sigint"
+    timeout = 10
+    started = StartedJob("interrupted.yml", tmp_path, job,
+                         extra_vars={"fuzz_multinode_controller_timeout": timeout})
+    frozen = []
+    try:
+        started.wait_until_running([HEAD, WORKER])
+        frozen = descendants(started.proc.pid)
+        for pid in frozen:
+            os.kill(pid, signal.SIGSTOP)
+        left, seconds = wait_for_no_processes(timeout + INTERRUPT_STOPS_JOB_WITHIN)
+        print("frozen controller: job processes left %.1f s after the freeze: %s" % (seconds, left))
+        assert left == NO_PROCESSES
+        assert seconds >= timeout - 1, "canceled before the controller timeout"
+        assert ("job %s canceled by the controller: it stopped polling the job" % job) in head_job_log(job)
+        for pid in frozen:  # the thawed play reports the cancellation
+            os.kill(pid, signal.SIGCONT)
+        frozen = []
+        started.proc.wait(timeout=120)
+        assert started.proc.returncode != 0
+        assert "stopped polling the job" in failure_message(started.output())
+    finally:
+        for pid in frozen:
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
         started.stop()
         unregister(job)
 
