@@ -50,6 +50,7 @@ from ansible_collections.fuzz.multinode.plugins.module_utils.fuzzfile import (
 
 __all__ = [
     "MULTINODE_VARS",
+    "check_rank_names",
     "expand",
     "plan_job",
     "rank_name",
@@ -84,6 +85,18 @@ def expand(value: str, env: Mapping[str, str]) -> str:
 def rank_name(job: str, rank: int) -> str:
     """Host name of rank ``rank`` of job ``job``."""
     return "%s-%d" % (job, rank)
+
+
+def check_rank_names(job: Job) -> None:
+    """Raise FuzzfileError unless every rank host name ``<job>-<rank>`` of
+    ``job`` fits one DNS label. The job name alone may be 63 characters (a
+    valid Fuzzfile); whether its ranks can be named depends on ``nodes``."""
+    last = rank_name(job.name, job.nodes - 1)
+    if len(last) > HOST_NAME_MAX:
+        raise FuzzfileError(
+            "jobs.%s: rank host name %r is longer than %d characters; use a shorter job name"
+            % (job.name, last, HOST_NAME_MAX)
+        )
 
 
 def _check_nodes(job: Job, nodes: Any) -> List[Dict[str, str]]:
@@ -156,12 +169,8 @@ def plan_job(
         raise FuzzfileError("kill_grace: must be an integer >= 0, got %r" % (kill_grace,))
     checked = _check_nodes(job, nodes)
 
+    check_rank_names(job)
     names = [rank_name(job.name, rank) for rank in range(job.nodes)]
-    if len(names[-1]) > HOST_NAME_MAX:
-        raise FuzzfileError(
-            "jobs.%s: rank host name %r is longer than %d characters; use a shorter job name"
-            % (job.name, names[-1], HOST_NAME_MAX)
-        )
     slots = job.slots_per_node
     total = slots * job.nodes
     head_vars: Dict[str, str] = {}
