@@ -9,21 +9,36 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 ---
 module: fuzzfile
-short_description: Read and validate a Fuzzball Fuzzfile
+short_description: Read, validate and normalize a Fuzzball Fuzzfile
 version_added: 0.1.0
 description:
   - >-
     Reads a Fuzzball workflow file (Fuzzfile, C(version) V(v1) or V(v4)) on the host
     where the module runs (normally the controller, with C(delegate_to: localhost)),
-    validates it strictly and returns the workflow summary and one job in normalized form.
+    validates it strictly and returns the whole workflow in normalized form and one job.
   - >-
-    Unknown keys are errors, as in Fuzzball's own API. Error messages start with the file
-    path and the path of the offending field, for example
-    C(examples/x.yml: jobs.a.command: must be a list of strings).
-  - Keys that Fuzzball knows but this collection does not execute yet (for example
-    C(mounts), C(depends-on), C(policy), C(task-array), C(defaults), C(services)) are
-    accepted, listed in RV(workflow.unsupported) and RV(job.unsupported), and reported
-    as warnings.
+    Unknown keys, wrong types, unknown enum values, relative C(cwd) or mount paths, bad
+    durations (C(policy.timeout.execute) uses Go's syntax such as C(2h), C(10m0s), C(90s)),
+    bad sizes, C(file://) references to missing top-level C(files), mounts of undeclared
+    volumes, bad task arrays, dependency cycles and dependencies on unknown names are
+    errors, as in Fuzzball's own API. Error messages start with the file path and the
+    path of the offending field, for example
+    C(examples/x.yml: jobs.a.command: must be a list of strings), or the YAML line
+    and column; a cycle is reported as C(jobs: dependency cycle: a -> b -> a).
+  - >-
+    Normalization merges the defaults into every job per key (C(defaults.env), then
+    C(defaults.job), then the job's own C(env), C(resource), C(policy) and C(mounts);
+    services use C(defaults.service)), computes each job's slots, and orders the jobs
+    and services by their C(depends-on) (or deprecated C(requires)) dependencies.
+  - >-
+    Keys that Fuzzball knows but this collection does not execute yet (for example
+    C(mounts), C(volumes), C(network), C(services), C(resource.devices), C(policy.restart),
+    and container images, since jobs run with the nodes' own software) are validated,
+    listed in RV(workflow.unsupported) and RV(job.unsupported), and reported as warnings,
+    as are RV(workflow.warnings).
+  - >-
+    The selected job must be runnable under its rank host names: the module fails when
+    C(<job>-<rank>) would be longer than 63 characters (one DNS label).
   - The result's RV(job) is the input of M(fuzz.multinode.rank_plan).
 author:
   - fuzz.multinode developers (!UNKNOWN)
@@ -46,9 +61,9 @@ options:
     required: true
   job:
     description:
-      - Name of the job to select (a key under C(jobs)).
+      - Name of the job to select (a key under C(jobs)), returned as RV(job).
       - May be omitted when the workflow has exactly one job; with several jobs the module
-        fails and lists their names.
+        fails and lists their names. The whole workflow is validated either way.
     type: str
 notes:
   - >-
@@ -78,14 +93,28 @@ EXAMPLES = r"""
   run_once: true
   register: fuzzfile
 
-- name: Show how many nodes the job needs
+- name: Show how many nodes and slots the job needs
   ansible.builtin.debug:
-    msg: "{{ fuzzfile.job.name }} needs {{ fuzzfile.job.nodes }} node(s)"
+    msg: >-
+      {{ fuzzfile.job.name }} needs {{ fuzzfile.job.nodes }} node(s),
+      {{ fuzzfile.job.total_slots }} slot(s) in all
+
+- name: Show the jobs that can start together, wave by wave
+  ansible.builtin.debug:
+    msg: "wave {{ wave_index }}: {{ item | join(', ') }}"
+  loop: "{{ fuzzfile.workflow.waves }}"
+  loop_control:
+    index_var: wave_index
+
+- name: Show each job's timeout
+  ansible.builtin.debug:
+    msg: "{{ item.key }}: {{ item.value.timeout_seconds | default('no', true) }} timeout"
+  loop: "{{ fuzzfile.workflow.job_defs | dict2items }}"
 """
 
 RETURN = r"""
 workflow:
-  description: Summary of the workflow.
+  description: The whole workflow, validated and normalized.
   returned: success
   type: dict
   contains:
@@ -99,7 +128,7 @@ workflow:
       type: list
       elements: str
       returned: success
-      sample: [generic-multinode]
+      sample: [prepare, solve, report]
     services:
       description: Names of the workflow's services (not run by this collection yet).
       type: list
@@ -107,14 +136,55 @@ workflow:
       returned: success
       sample: []
     unsupported:
-      description: Workflow-level features that were accepted but are ignored.
+      description:
+        - Workflow-level features that were accepted but are ignored (images, services,
+          volumes, annotations, and features set in C(defaults)).
       type: list
       elements: str
       returned: success
       sample: ["volumes: volumes are not supported yet; ignored"]
+    warnings:
+      description:
+        - Other warnings, such as a deprecated C(requires) or tabs read as indentation.
+      type: list
+      elements: str
+      returned: success
+      sample: ["jobs.report.requires: deprecated; read as depends-on with status FINISHED"]
+    files:
+      description: The top-level C(files), name to contents.
+      type: dict
+      returned: success
+      sample: {"solver.conf": "tolerance = 1e-6\n"}
+    order:
+      description:
+        - Every job and service in an order that respects the dependencies; among the
+          ones ready at the same time, the earlier in the file (jobs before services)
+          comes first.
+      type: list
+      elements: str
+      returned: success
+      sample: [prepare, solve, report]
+    waves:
+      description:
+        - The jobs and services grouped by dependency depth; everything in one wave can
+          run concurrently once the earlier waves reached the statuses it depends on.
+      type: list
+      elements: list
+      returned: success
+      sample: [[prepare], [solve], [report]]
+    job_defs:
+      description: Every job by name, normalized, in the form of RV(job).
+      type: dict
+      returned: success
+    service_defs:
+      description:
+        - Every service by name, normalized, in the form of RV(job) with RV(job.kind) V(service).
+      type: dict
+      returned: success
 job:
   description:
-    - The selected job, normalized. Pass it unchanged to M(fuzz.multinode.rank_plan).
+    - The selected job, normalized (defaults merged). Pass it unchanged to
+      M(fuzz.multinode.rank_plan).
   returned: success
   type: dict
   contains:
@@ -123,6 +193,11 @@ job:
       type: str
       returned: success
       sample: generic-multinode
+    kind:
+      description: V(job), or V(service) in RV(workflow.service_defs).
+      type: str
+      returned: success
+      sample: job
     image_uri:
       description: The job's C(image.uri).
       type: str
@@ -147,19 +222,26 @@ job:
       sample: []
     env:
       description:
-        - The job's C(env) as C([key, value]) pairs in file order. A key given twice keeps
-          its first position and its last value.
+        - The job's environment as C([key, value]) pairs, defaults merged (C(defaults.env),
+          then C(defaults.job.env), then the job's C(env)). A key given twice keeps its
+          first position and its last value.
       type: list
       elements: list
       returned: success
       sample: [[PATH, /usr/local/bin:/usr/bin:/bin]]
+    secret_env:
+      description: Keys of RV(job.env) whose value is a C(secret://) reference.
+      type: list
+      elements: str
+      returned: success
+      sample: []
     cwd:
       description: The job's C(cwd), or V(null) when not set.
       type: str
       returned: success
       sample: null
     cores:
-      description: C(resource.cpu.cores), or V(null) when not set.
+      description: C(resource.cpu.cores) (defaults merged), or V(null) when not set.
       type: int
       returned: success
       sample: 2
@@ -173,8 +255,13 @@ job:
       type: int
       returned: success
       sample: 1000000000
+    memory_by_core:
+      description: C(resource.memory.by-core) (the size is per core).
+      type: bool
+      returned: success
+      sample: false
     nodes:
-      description: C(multinode.nodes); V(1) for a job without C(multinode).
+      description: C(multinode.nodes), the number of ranks; V(1) for a job without C(multinode).
       type: int
       returned: success
       sample: 2
@@ -193,6 +280,95 @@ job:
       type: int
       returned: success
       sample: 2
+    total_slots:
+      description: RV(job.nodes) x RV(job.slots_per_node) (C(MULTINODE_TOTAL_SLOTS)).
+      type: int
+      returned: success
+      sample: 4
+    depends_on:
+      description:
+        - The jobs and services this one waits for, with the status each must reach
+          (V(FINISHED), or V(RUNNING) for a service). From C(depends-on), else from the
+          deprecated C(requires) (status V(FINISHED)).
+      type: list
+      elements: dict
+      returned: success
+      sample: [{name: prepare, status: FINISHED}]
+    timeout_seconds:
+      description: C(policy.timeout.execute) in seconds, or V(null) for no timeout.
+      type: float
+      returned: success
+      sample: 5400.0
+    task_array:
+      description: C(task-array) as C({start, end, concurrency}), or V(null).
+      type: dict
+      returned: success
+      sample: {start: 1, end: 8, concurrency: 4}
+    tasks:
+      description: Number of task-array tasks (C(end - start + 1)); V(1) without a task array.
+      type: int
+      returned: success
+      sample: 1
+    files:
+      description: C(files), container path to the name of a top-level C(files) entry.
+      type: dict
+      returned: success
+      sample: {/etc/solver.conf: solver.conf}
+    mounts:
+      description: The mounts (defaults merged), container path to volume name.
+      type: dict
+      returned: success
+      sample: {/scratch: scratch}
+    image_secret:
+      description: C(image.secret), or V(null) (not supported yet).
+      type: str
+      returned: success
+    cpu_threads:
+      description: C(resource.cpu.threads), or V(null) (not supported yet).
+      type: bool
+      returned: success
+    cpu_sockets:
+      description: C(resource.cpu.sockets), or V(null) (not supported yet).
+      type: int
+      returned: success
+    devices:
+      description: C(resource.devices), device name to count (not supported yet).
+      type: dict
+      returned: success
+    exclusive:
+      description: C(resource.exclusive) (not supported yet).
+      type: bool
+      returned: success
+    resource_annotations:
+      description: C(resource.annotations) (not supported yet).
+      type: dict
+      returned: success
+    retry_attempts:
+      description: C(policy.retry.attempts), or V(null) (ignored, as by Fuzzball).
+      type: int
+      returned: success
+    restart:
+      description: C(policy.restart) (V(on-node-fault) or V(never)), or V(null) (not supported yet).
+      type: str
+      returned: success
+    network_isolated:
+      description: C(network.isolated) (not supported yet).
+      type: bool
+      returned: success
+    expose_tcp:
+      description: C(network.expose-tcp) (not supported yet).
+      type: list
+      elements: int
+      returned: success
+    expose_udp:
+      description: C(network.expose-udp) (not supported yet).
+      type: list
+      elements: int
+      returned: success
+    persist:
+      description: A service's C(persist), else V(null).
+      type: bool
+      returned: success
     unsupported:
       description: Job features that were accepted but are ignored.
       type: list
@@ -207,9 +383,11 @@ from ansible.module_utils.common.text.converters import to_native
 from ansible_collections.fuzz.multinode.plugins.module_utils.fuzzfile import (
     HAS_YAML,
     FuzzfileError,
+    not_executed_yet,
     parse_workflow,
     select_job,
 )
+from ansible_collections.fuzz.multinode.plugins.module_utils.rank_env import check_rank_names
 
 
 def read_text(path: str) -> str:
@@ -248,10 +426,13 @@ def main() -> None:
     try:
         workflow = parse_workflow(text)
         job = select_job(workflow, module.params["job"])
+        # Refused here, before any host is touched, rather than by rank_plan
+        # after the nodes were prepared.
+        check_rank_names(job)
     except FuzzfileError as exc:
         module.fail_json(msg="%s: %s" % (path, to_native(exc)))
 
-    for note in workflow.warnings + workflow.unsupported + job.unsupported:
+    for note in workflow.warnings + workflow.unsupported + job.unsupported + not_executed_yet(job):
         module.warn("%s: %s" % (path, note))
 
     module.exit_json(changed=False, workflow=workflow.to_dict(), job=job.to_dict())

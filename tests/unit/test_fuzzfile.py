@@ -23,6 +23,11 @@ from ansible_collections.fuzz.multinode.plugins.module_utils.fuzzfile import (
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLES = os.path.join(ROOT, "examples")
 DELETE = object()
+# Every workflow gets this note: the runner uses the nodes' software, no image.
+IMAGE_NOTE = (
+    "jobs.*.image.uri: images are not pulled yet; jobs run with the software installed on "
+    "the nodes"
+)
 
 
 def read(name):
@@ -56,8 +61,9 @@ def parse(data):
     return parse_workflow(yaml.safe_dump(data, sort_keys=False))
 
 
-def parse_job(version="v4", **changes):
-    return select_job(parse(workflow({"solve": job(**changes)}, version=version)))
+def parse_job(version="v4", top=None, **changes):
+    """The job ``solve`` of a workflow; ``top`` adds top-level keys."""
+    return select_job(parse(workflow({"solve": job(**changes)}, version=version, **(top or {}))))
 
 
 def error(data):
@@ -79,7 +85,7 @@ def test_example_command_parses():
     wf = parse_workflow(read("generic-multinode.yml"))
     assert wf.version == "v4"
     assert list(wf.jobs) == ["generic-multinode"]
-    assert wf.unsupported == []
+    assert wf.unsupported == [IMAGE_NOTE]
     j = select_job(wf)
     assert j.name == "generic-multinode"
     assert j.image_uri.startswith("oras://docker.io/anderbubble/openmpi-hello-world.sif@sha256:")
@@ -272,50 +278,77 @@ def test_name_inside_a_job_is_ignored():
 
 
 def test_unsupported_job_features_are_recorded():
-    j = parse_job(
-        image={"uri": "docker://alpine", "secret": "secret://user/registry"},
-        env=["TOKEN=secret://user/token", "PLAIN=x"],
-        mounts={"/data": {"volume": "v"}},
-        files={"/etc/app.conf": "file://conf"},
-        requires=["prep"],
-        depends_on=[{"name": "prep", "status": "FINISHED"}],
-        policy={"timeout": {"execute": "2h"}},
-        task_array={"start": 1, "end": 4},
-        network={"isolated": True},
-        resource={
-            "cpu": {"cores": 1, "threads": True, "sockets": 1},
-            "memory": {"size": "1GB", "by-core": False},
-            "devices": {"nvidia.com/gpu": 1},
-            "exclusive": True,
-            "annotations": {"a": "b"},
-        },
+    """Features this collection does not execute are notes; what the runner
+    will execute (dependencies, timeout, task arrays, files, secret env
+    values, cpu/memory) is part of the model instead."""
+    wf = parse(
+        workflow(
+            {
+                "prep": job(),
+                "solve": job(
+                    image={"uri": "docker://alpine", "secret": "secret://user/registry"},
+                    env=["TOKEN=secret://user/token", "PLAIN=x"],
+                    mounts={"/data": {"volume": "v"}},
+                    files={"/etc/app.conf": "file://conf"},
+                    requires=["prep"],
+                    depends_on=[{"name": "prep", "status": "FINISHED"}],
+                    policy={
+                        "timeout": {"execute": "2h"},
+                        "retry": {"attempts": 3},
+                        "restart": "on-node-fault",
+                    },
+                    task_array={"start": 1, "end": 4},
+                    network={"isolated": True},
+                    resource={
+                        "cpu": {"cores": 1, "threads": True, "sockets": 1},
+                        "memory": {"size": "1GB", "by-core": False},
+                        "devices": {"nvidia.com/gpu": 1},
+                        "exclusive": True,
+                        "annotations": {"a": "b"},
+                    },
+                ),
+            },
+            volumes={"v": {"use": "ephemeral"}},
+            files={"conf": "x=1\n"},
+        )
     )
+    j = wf.jobs["solve"]
     assert j.unsupported == [
         "jobs.solve.image.secret: registry secrets are not supported yet; ignored",
-        "jobs.solve.env[0]: TOKEN: secret references are not resolved yet; the literal text "
-        "is used",
+        "jobs.solve.mounts: volume mounts are not supported yet; ignored",
         "jobs.solve.resource.cpu.threads: hardware threads selection is not supported yet; "
         "ignored",
         "jobs.solve.resource.cpu.sockets: socket counts are not supported yet; ignored",
-        "jobs.solve.resource.memory.by-core: per-core memory is not supported yet; ignored",
         "jobs.solve.resource.devices: device requests are not supported yet; ignored",
         "jobs.solve.resource.exclusive: exclusive node use is not supported yet; ignored",
         "jobs.solve.resource.annotations: resource annotations are not supported yet; ignored",
-        "jobs.solve.mounts: volume mounts are not supported yet; ignored",
-        "jobs.solve.files: file injection is not supported yet; ignored",
-        "jobs.solve.requires: job dependencies are not supported yet; ignored (the job runs "
-        "on its own)",
-        "jobs.solve.depends-on: job dependencies are not supported yet; ignored (the job runs "
-        "on its own)",
-        "jobs.solve.policy: policies (timeout, retry, restart) are not supported yet; ignored",
-        "jobs.solve.task-array: task arrays are not supported yet; ignored (the job runs once)",
+        "jobs.solve.policy.retry.attempts: retries are not supported yet (Fuzzball ignores "
+        "them too); ignored",
+        "jobs.solve.policy.restart: restart policies are not supported yet; ignored",
         "jobs.solve.network: network settings are not supported yet; ignored",
     ]
+    assert wf.warnings == [
+        "jobs.solve.requires: ignored because depends-on is set (requires is deprecated)"
+    ]
     assert j.env == [("TOKEN", "secret://user/token"), ("PLAIN", "x")]
+    assert j.secret_env == ["TOKEN"]
+    assert j.files == {"/etc/app.conf": "conf"}
+    assert j.depends_on == [("prep", "FINISHED")]
+    assert j.timeout_seconds == 7200.0
+    assert j.task_array == (1, 4, None) and j.tasks == 4
+    assert (j.cores, j.memory_bytes, j.memory_by_core) == (1, 10**9, False)
+    assert (j.image_secret, j.cpu_threads, j.cpu_sockets) == ("secret://user/registry", True, 1)
+    assert (j.devices, j.exclusive, j.resource_annotations) == ({"nvidia.com/gpu": 1}, True,
+                                                                {"a": "b"})
+    assert (j.retry_attempts, j.restart, j.network_isolated) == (3, "on-node-fault", True)
+    assert j.mounts == {"/data": "v"}
+    assert wf.jobs["prep"].unsupported == []
 
 
 @pytest.mark.parametrize("version", ["v1", "v4"])
 def test_unsupported_workflow_features_are_recorded(version):
+    """Top-level files and defaults are applied now (no notes); services,
+    annotations, volumes and images are notes."""
     wf = parse(
         workflow(
             version=version,
@@ -323,23 +356,29 @@ def test_unsupported_workflow_features_are_recorded(version):
             defaults={"job": {"env": ["A=1"]}},
             annotations={"team": "hpc"},
             volumes={"data": {"reference": "volume://user/ephemeral"}},
-            services={"web": {"image": {"uri": "docker://nginx"}}, "db": {}},
+            services={"web": {"image": {"uri": "docker://nginx"}},
+                      "db": {"image": {"uri": "docker://postgres"}}},
         )
     )
     assert wf.services == ["web", "db"]
     assert wf.unsupported == [
         "services: services are not supported yet; ignored (web, db)",
-        "files: workflow files (file:// contents) are not supported yet; ignored",
-        "defaults: workflow defaults (env, mounts, resource) are not applied yet; ignored",
         "annotations: workflow annotations are not supported yet; ignored",
         "volumes: volumes are not supported yet; ignored",
+        IMAGE_NOTE,
     ]
+    assert select_job(wf).env == [("A", "1")]
     assert wf.to_dict() == {
         "version": version,
         "jobs": ["solve"],
         "services": ["web", "db"],
         "unsupported": wf.unsupported,
         "warnings": [],
+        "files": {"conf": "x=1\n"},
+        "order": ["solve", "web", "db"],
+        "waves": [["solve", "web", "db"]],
+        "job_defs": {"solve": select_job(wf).to_dict()},
+        "service_defs": {name: wf.service_defs[name].to_dict() for name in ("web", "db")},
     }
 
 
@@ -525,7 +564,7 @@ def test_workflow_errors(data, message):
         ),
         (
             {"resource": {"cpu": {"sockets": True}}},
-            "jobs.solve.resource.cpu.sockets: must be an integer, got true",
+            "jobs.solve.resource.cpu.sockets: must be an integer >= 1, got true",
         ),
         (
             {"resource": {"memory": {"sise": "1GB"}}},
@@ -774,7 +813,7 @@ def test_non_text_input():
 
 
 def test_select_job():
-    wf = parse(workflow({"a": job(), "b": job()}, services={"web": {}}))
+    wf = parse(workflow({"a": job(), "b": job()}, services={"web": job()}))
     assert select_job(wf, "b").name == "b"
     with pytest.raises(FuzzfileError) as info:
         select_job(wf)
@@ -825,6 +864,7 @@ def full_job():
         resource={"cpu": {"cores": 2, "affinity": "CORE"}, "memory": {"size": "1GiB"}},
         multinode={"nodes": 2, "implementation": "generic", "procs-per-node": 3},
         mounts={"/d": {"volume": "v"}},
+        top={"volumes": {"v": {"use": "ephemeral"}}},
     )
 
 
@@ -847,10 +887,30 @@ def test_to_dict():
         "procs_per_node": 3,
         "slots_per_node": 3,
         "unsupported": [
-            "jobs.solve.env[2]: TOKEN: secret references are not resolved yet; the literal "
-            "text is used",
             "jobs.solve.mounts: volume mounts are not supported yet; ignored",
         ],
+        "kind": "job",
+        "depends_on": [],
+        "timeout_seconds": None,
+        "task_array": None,
+        "files": {},
+        "mounts": {"/d": "v"},
+        "memory_by_core": False,
+        "image_secret": None,
+        "cpu_threads": None,
+        "cpu_sockets": None,
+        "devices": {},
+        "exclusive": False,
+        "resource_annotations": {},
+        "retry_attempts": None,
+        "restart": None,
+        "network_isolated": False,
+        "expose_tcp": [],
+        "expose_udp": [],
+        "persist": None,
+        "total_slots": 6,
+        "tasks": 1,
+        "secret_env": ["TOKEN"],
     }
 
 
@@ -892,9 +952,13 @@ def dict_with(**changes):
         ([], "job: must be a mapping, got a list"),
         (
             dict_with(comand=["x"]),
-            "job.comand: unknown key; expected one of affinity, args, command, cores, cwd, env, "
-            "image_uri, implementation, memory_bytes, name, nodes, procs_per_node, script, "
-            "slots_per_node, unsupported (did you mean 'command'?)",
+            "job.comand: unknown key; expected one of affinity, args, command, cores, "
+            "cpu_sockets, cpu_threads, cwd, depends_on, devices, env, exclusive, expose_tcp, "
+            "expose_udp, files, image_secret, image_uri, implementation, kind, memory_by_core, "
+            "memory_bytes, mounts, name, network_isolated, nodes, persist, procs_per_node, "
+            "resource_annotations, restart, retry_attempts, script, secret_env, slots_per_node, "
+            "task_array, tasks, timeout_seconds, total_slots, unsupported (did you mean "
+            "'command'?)",
         ),
         (dict_with(name="Bad_Name"), "job.name: invalid job name 'Bad_Name': " + NAME_RULE),
         (dict_with(name=None), "job.name: job names must be strings, got null"),
@@ -1025,15 +1089,22 @@ def test_module_reads_the_example():
     rc, result = adhoc("fuzz.multinode.fuzzfile", "path=examples/generic-multinode.yml")
     assert rc == 0, result
     assert result["changed"] is False
+    wf = parse_workflow(read("generic-multinode.yml"))
+    expected = select_job(wf).to_dict()
     assert result["workflow"] == {
         "version": "v4",
         "jobs": ["generic-multinode"],
         "services": [],
-        "unsupported": [],
+        "unsupported": [IMAGE_NOTE],
         "warnings": [],
+        "files": {},
+        "order": ["generic-multinode"],
+        "waves": [["generic-multinode"]],
+        "job_defs": {"generic-multinode": expected},
+        "service_defs": {},
     }
-    expected = select_job(parse_workflow(read("generic-multinode.yml"))).to_dict()
     assert result["job"] == expected
+    assert result["warnings"] == ["examples/generic-multinode.yml: " + IMAGE_NOTE]
 
 
 def test_module_bad_input_gives_the_message(tmp_path):
@@ -1171,6 +1242,7 @@ def test_module_playbook(tmp_path):
     )
     assert tasks["warnings"]["warnings"] == [
         "%s: volumes: volumes are not supported yet; ignored" % multi,
+        "%s: %s" % (multi, IMAGE_NOTE),
         "%s: jobs.a.mounts: volume mounts are not supported yet; ignored" % multi,
     ]
     spec = tasks["plan b"]["spec"]
