@@ -1363,7 +1363,13 @@ def test_module_returns_the_normalized_workflow():
                                            ["report"]]
     assert result["job"] == wf.jobs["solve"].to_dict()
     assert (result["job"]["total_slots"], result["job"]["timeout_seconds"]) == (4, 5400.0)
-    assert result["warnings"] == ["tests/fuzzfiles/workflow/pipeline.yml: " + IMAGE_NOTE]
+    assert result["warnings"] == ["tests/fuzzfiles/workflow/pipeline.yml: " + note for note in [
+        IMAGE_NOTE,
+        "jobs.solve.depends-on: prepare not run first; run-job.yml runs this one job only",
+        "jobs.solve.policy.timeout.execute: not enforced yet",
+        "jobs.solve.resource.memory: not enforced yet",
+        "jobs.solve.resource.cpu.affinity: no CPU binding yet",
+    ]]
 
 
 def test_module_reports_a_cycle(tmp_path):
