@@ -786,9 +786,16 @@ def parse_ssh_argv(args):
 
 
 def cmd_wrapper(args):
-    host, words = parse_ssh_argv(args)
     spec, me = current_job()
-    target = find_rank(spec, host)
+    try:
+        host, words = parse_ssh_argv(args)
+        target = find_rank(spec, host)
+    except RuntimeFailure as exc:
+        # A call that cannot be made fails the job like a failing worker
+        # command would; a launcher waiting for it (mpiexec) would hang.
+        if me["rank"] == 0:
+            report_failure(spec, me, 255, "a wrapper call on %s failed: %s" % (me["name"], exc))
+        raise
     request = {
         "job": spec["job"],
         "rank": target["rank"],

@@ -189,6 +189,18 @@ def test_failing_worker_fails_the_job_naming_it(job_run, dispatch):
     assert run.seconds < 100, run
 
 
+def test_wrapper_call_to_an_unknown_host_fails_the_job_naming_it(job_run):
+    """A wrapper call that cannot even be made (no such rank) fails the job
+    like a failing worker command: a launcher waiting for it would hang."""
+    run = job_run("wrapper-unknown-host.yml")
+    assert run.rc != 0, run
+    assert ("a wrapper call on wrapper-unknown-host-0 failed: unknown host 'no-such-rank'"
+            in failure_message(run.output)), run
+    assert "head after sleep" not in run.log(), run
+    assert run.seconds < 100, run
+    assert run.leftovers == NO_PROCESSES, run
+
+
 @WORKER_FAILURES
 def test_failing_worker_stops_the_head_within_2_seconds(job_run, dispatch):
     run = job_run("worker-fails-%s.yml" % dispatch)
