@@ -21,7 +21,11 @@ def playbook(fuzzfile, logs, job=None, extra_vars=None):
     for name, value in (extra_vars or {}).items():
         argv += ["-e", "%s=%s" % (name, value)]
     env = dict(os.environ)
-    env.pop("ANSIBLE_CONFIG", None)  # Molecule's own config is not what a user has
+    # Molecule's own config and forced colours are not what a user has (whose
+    # captured output, like ours, is uncoloured).
+    env.pop("ANSIBLE_CONFIG", None)
+    env.pop("ANSIBLE_FORCE_COLOR", None)
+    env.pop("PY_COLORS", None)
     env["ANSIBLE_COLLECTIONS_PATH"] = PROJECT
     return argv, env
 
