@@ -470,6 +470,10 @@ class Cancelled(Exception):
     pass
 
 
+class TimedOut(Exception):
+    """The job ran longer than its policy.timeout.execute."""
+
+
 def cmd_head(args):
     if len(args) not in (1, 3) or (len(args) == 3 and args[1] != "--controller-timeout"):
         raise RuntimeFailure("usage: head JOB [--controller-timeout SECONDS]")
@@ -527,6 +531,11 @@ class Supervisor:
         except Cancelled as exc:
             result["status"] = "CANCELED"
             result["message"] = "job %s canceled by %s" % (self.job, exc)
+            if log_fd is not None:
+                write_all(log_fd, ("%s: %s\n" % (PROG, result["message"])).encode())
+        except TimedOut:
+            result["message"] = "job %s timed out: it ran longer than its policy.timeout.execute (%gs)" % (
+                self.job, self.spec["timeout"])
             if log_fd is not None:
                 write_all(log_fd, ("%s: %s\n" % (PROG, result["message"])).encode())
         except RuntimeFailure as exc:
@@ -644,7 +653,11 @@ class Supervisor:
         None) or (None, the first worker failure)."""
         events = os.path.join(job_dir(self.job), "events")
         deadline = None
+        timeout = self.spec.get("timeout")
+        timeout_at = time.monotonic() + timeout if timeout else None
         while True:
+            if timeout_at is not None and deadline is None and time.monotonic() > timeout_at:
+                raise TimedOut()
             if self.cancelled:
                 raise Cancelled(self.cancelled)
             if self.controller_gone():

@@ -2089,8 +2089,6 @@ def not_executed_yet(job: Job) -> List[str]:
     if job.depends_on:
         notes.append("%s.depends-on: %s not run first; run-job.yml runs this one job only" % (
             path, ", ".join(dep.name for dep in job.depends_on)))
-    if job.timeout_seconds:
-        notes.append("%s.policy.timeout.execute: not enforced yet" % path)
     if job.task_array is not None:
         notes.append("%s.task-array: not run as a task array yet; the job runs once" % path)
     if job.files:

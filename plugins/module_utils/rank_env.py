@@ -232,6 +232,7 @@ def plan_job(
         "script": job.script,
         "cwd": job.cwd or "/",
         "kill_grace": kill_grace,
+        "timeout": job.timeout_seconds,  # policy.timeout.execute; None: none
         "implementation": job.implementation,
         "nodes": job.nodes,
         "slots_per_node": slots,

@@ -1366,7 +1366,6 @@ def test_module_returns_the_normalized_workflow():
     assert result["warnings"] == ["tests/fuzzfiles/workflow/pipeline.yml: " + note for note in [
         IMAGE_NOTE,
         "jobs.solve.depends-on: prepare not run first; run-job.yml runs this one job only",
-        "jobs.solve.policy.timeout.execute: not enforced yet",
         "jobs.solve.resource.memory: not enforced yet",
         "jobs.solve.resource.cpu.affinity: no CPU binding yet",
     ]]
@@ -1474,7 +1473,6 @@ def test_runner_names_what_it_does_not_carry_out_yet():
     notes = not_executed_yet(select_job(workflow, "b"))
     assert notes == [
         "jobs.b.depends-on: a not run first; run-job.yml runs this one job only",
-        "jobs.b.policy.timeout.execute: not enforced yet",
         "jobs.b.task-array: not run as a task array yet; the job runs once",
         "jobs.b.files: not written to the nodes yet",
         "jobs.b.env: TOKEN passed as the literal secret:// reference, not resolved",

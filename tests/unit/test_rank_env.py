@@ -90,6 +90,7 @@ def test_spec_of_the_command_example():
         "script": None,
         "cwd": "/",
         "kill_grace": 10,
+        "timeout": None,
         "implementation": "generic",
         "nodes": 2,
         "slots_per_node": 2,
@@ -498,3 +499,14 @@ def test_expand_leaves_text_without_dollar_alone(value, env):
 def test_expand_is_single_pass(name, value, prefix):
     env = {name: value}
     assert expand(prefix + "${" + name + "}", env) == prefix + value
+
+
+def test_plan_carries_the_execute_timeout():
+    """policy.timeout.execute reaches the head's supervisor in seconds."""
+    workflow = parse_workflow(
+        "version: v4\njobs:\n  t:\n    image: {uri: docker://x}\n    command: [sleep, '60']\n"
+        "    policy: {timeout: {execute: 1m30s}}\n"
+    )
+    spec = plan_job(select_job(workflow), [{"node": "n1", "address": "10.0.0.1"}],
+                    user="fuzz", wrapper_path="/multinode/ssh-wrapper", kill_grace=10)
+    assert spec["timeout"] == 90.0

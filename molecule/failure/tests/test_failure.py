@@ -189,6 +189,20 @@ def test_failing_worker_fails_the_job_naming_it(job_run, dispatch):
     assert run.seconds < 100, run
 
 
+def test_execute_timeout_stops_the_job_at_its_deadline(job_run):
+    """policy.timeout.execute: at the deadline every rank's processes are
+    stopped and the job fails with a timeout message."""
+    run = job_run("timeout-exceeded.yml")
+    assert run.rc != 0, run
+    assert ("job timeout-exceeded timed out: it ran longer than its policy.timeout.execute (5s)"
+            in failure_message(run.output)), run
+    started = float(re.search(r"head starts at (\S+)", run.log()).group(1))
+    stopped = float(re.search(r"head terminated at (\S+)", run.log()).group(1))
+    assert 5 <= stopped - started < 10, run
+    assert "head after sleep" not in run.log(), run
+    assert run.leftovers == NO_PROCESSES, run
+
+
 def test_wrapper_call_to_an_unknown_host_fails_the_job_naming_it(job_run):
     """A wrapper call that cannot even be made (no such rank) fails the job
     like a failing worker command: a launcher waiting for it would hang."""
