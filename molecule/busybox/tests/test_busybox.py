@@ -17,8 +17,12 @@ import collections
 import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 
+
+sys.path.insert(0, os.path.join(os.environ["MOLECULE_PROJECT_DIRECTORY"], "molecule", "shared"))
+from hostile_args import ARGS, ARGS_HEX  # noqa: E402  (shared with molecule/quoting)
 
 EPHEMERAL = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"])
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
@@ -32,36 +36,6 @@ RANKS = range(len(NODES))
 WORKER_RANKS = range(1, len(NODES))
 
 testinfra_hosts = NODES
-
-# The arguments helper.yml passes with exec_all - (its `set --` line), as the
-# bytes every node must receive (the list of molecule/quoting).
-ARGS = [
-    "two words",
-    "  lead and trail  ",
-    "it's",
-    'say "hi"',
-    "'",
-    "''",
-    '"',
-    "$HOME ${RANK} $(id -u) `id -u` $1 $@ $#",
-    "back\\slash \\n \\\\ \\' \\",
-    "*",
-    "/*",
-    "line1\nline2",
-    "trailing newline\n",
-    "\n",
-    "",
-    "-n",
-    "--",
-    "tab\there",
-    "semi; echo injected",
-    "h\u00e9llo \u2713",
-    "ctl: \u0441\u0448",  # UTF-8 bytes 0x81 and 0x88: ash's internal quoting markers
-    "%s %d",
-    "",
-]
-ARGS_HEX = ",".join(arg.encode("utf-8").hex() for arg in ARGS)
-
 
 def log_text(job):
     return (LOGS / (job + ".log")).read_text()

@@ -24,6 +24,7 @@ import yaml
 
 sys.path.insert(0, os.path.join(os.environ["MOLECULE_PROJECT_DIRECTORY"], "molecule", "shared"))
 import fuzz_playbook as user_playbook  # noqa: E402  (run-job.yml as a user runs it)
+from hostile_args import ARGS, ARGS_HEX  # noqa: E402  (shared with molecule/busybox)
 
 PROJECT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
@@ -39,36 +40,6 @@ testinfra_hosts = NODES
 ALL_NODES = [testinfra.get_host("ansible://" + name, ansible_inventory=INVENTORY) for name in NODES]
 
 HELPER_JOBS = {"quoting-dash": "/usr/bin/dash", "quoting-busybox": "/usr/bin/busybox"}
-
-# The arguments helper.yml passes with exec_rank0 -, exec_rankN - and
-# exec_all - (its `set --` line), as the bytes every node must receive.
-ARGS = [
-    "two words",
-    "  lead and trail  ",
-    "it's",
-    'say "hi"',
-    "'",
-    "''",
-    '"',
-    "$HOME ${RANK} $(id -u) `id -u` $1 $@ $#",
-    "back\\slash \\n \\\\ \\' \\",
-    "*",
-    "/*",
-    "line1\nline2",
-    "trailing newline\n",
-    "\n",
-    "",
-    "-n",
-    "--",
-    "tab\there",
-    "semi; echo injected",
-    "h\u00e9llo \u2713",
-    "ctl: \u0441\u0448",  # UTF-8 bytes 0x81 and 0x88: dash's internal markers
-    "%s %d",
-    "",
-]
-ARGS_HEX = ",".join(arg.encode("utf-8").hex() for arg in ARGS)
-
 
 # -- running jobs -----------------------------------------------------------------
 
