@@ -14,8 +14,13 @@ as one of these subcommands:
   wrapper [OPTS] HOST CMD...
                         (job user) MULTINODE_SSH_WRAPPER: run CMD on the
                         node of rank HOST, ssh's argv contract
-  cleanup JOB           (root) kill every process of JOB on this node and
-                        unregister it; prints JSON
+  secrets JOB           (root) take the values of the job's secret://
+                        references (JSON {"scope/name": value} on stdin)
+  task JOB INDEX        (job user, head node) run task INDEX of a task-array
+                        job on its node, the way a wrapper call runs
+  cleanup JOB           (root) kill every process of JOB on this node,
+                        remove the files it placed, unregister it; prints
+                        JSON
 
 Every process of a rank runs in a UTS namespace whose host name is the rank's
 name (<job>-<rank>). The namespaces are recorded per job, so cleanup finds
@@ -32,6 +37,7 @@ import re
 import select
 import signal
 import socket
+import stat
 import struct
 import subprocess
 import sys
@@ -50,6 +56,7 @@ JOB_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 CLONE_NEWUTS = 0x04000000
 PR_SET_CHILD_SUBREAPER = 36
 POLL_SECONDS = 0.05
+MPI_NAMES = {"openmpi": "Open MPI", "ompi": "Open MPI", "mpich": "MPICH"}
 
 
 class RuntimeFailure(Exception):
@@ -374,6 +381,7 @@ def cmd_prepare(args):
     node = args[1]
     spec = json.load(sys.stdin)
     job = spec["job"]
+    check_resources(spec, node)  # before anything is written
     directory = job_dir(job)
     if os.path.isdir(directory):
         cleanup_job(job, spec.get("kill_grace", 10), job_user(spec))  # a stale run
@@ -398,6 +406,7 @@ def cmd_prepare(args):
     for old in os.listdir(logs):
         os.unlink(os.path.join(logs, old))
     write_hosts_block(job, [(r["address"], r["name"]) for r in spec["ranks"]])
+    prepare_inputs(spec, node, user)
     print(json.dumps({"changed": True, "job": job, "node": node}))
 
 
@@ -436,6 +445,7 @@ def write_hosts_block(job, entries):
 
 def cleanup_job(job, grace, user):
     killed = kill_job_processes(recorded_namespaces(job), grace, user)
+    remove_job_files(job, user)
     write_hosts_block(job, [])
     directory = job_dir(job)
     if os.path.isdir(directory):
@@ -463,6 +473,332 @@ def cmd_cleanup(args):
 
 
 # --------------------------------------------------------------------------
+# Job inputs: secrets, files, cwd
+# --------------------------------------------------------------------------
+#
+# Secrets: the spec keeps `secret://NAME` references (secret_env: {key: NAME},
+# secret_args: arguments that expand them); the values arrive separately
+# (`secrets JOB`, from a no_log task) and are kept in the job's directory on
+# /run, readable by root only. Only the processes that start a rank's command
+# (head supervisor, launcher: root) read them, and only into that command's
+# environment and argv.
+#
+# Files: written by prepare as the job user (never root: the paths are on a
+# real host), parents created as the job user where missing. A new file is
+# mode 0644, owned by the job user, and removed again at cleanup with the
+# directories prepare created for it (when empty). An existing regular file
+# of the job user is overwritten and kept; any other existing path (another
+# user's file, a symbolic link, a directory) is never written and fails the
+# job before it starts.
+#
+# cwd: never created (the vendor's image would provide it); a cwd the job
+# user cannot enter fails the job before it starts, naming node and rank.
+
+SECRETS_FILE = "secrets.json"
+CREATED_FILE = "created.json"
+FILE_MODE = 0o644
+
+
+def secret_names(spec):
+    """The secret names (scope/name) a job references, in its env
+    (secret_env) and in arguments that expand them (secret_args)."""
+    names = set((spec.get("secret_env") or {}).values())
+    for item in spec.get("secret_args") or []:
+        names.update(value for kind, value in item["parts"] if kind == "secret")
+    return names
+
+
+def job_secrets(spec):
+    """{name: value} of the job's secrets on this node. Messages name the
+    secret, never its value."""
+    names = secret_names(spec)
+    if not names:
+        return {}
+    try:
+        with open(os.path.join(job_dir(spec["job"]), SECRETS_FILE)) as handle:
+            stored = json.load(handle)
+    except FileNotFoundError:
+        stored = {}
+    values = {}
+    for name in sorted(names):
+        if name not in stored:
+            raise RuntimeFailure(
+                "the value of secret://%s was not delivered to node %s; the play gives each "
+                "node the values from fuzz_multinode_secrets" % (name, socket.gethostname()))
+        value = stored[name]
+        if isinstance(value, int) and not isinstance(value, bool):
+            value = str(value)
+        if not isinstance(value, str):
+            raise RuntimeFailure("secret://%s: its value in fuzz_multinode_secrets must be a string" % name)
+        if "\0" in value:
+            raise RuntimeFailure("secret://%s: its value contains a NUL character, which an "
+                                 "environment variable cannot hold" % name)
+        values[name] = value
+    return values
+
+
+def job_environment(spec, rank, user):
+    """What a rank's command starts with: rank_environment with the job's
+    secret:// env values resolved."""
+    env = rank_environment(spec, rank, user)
+    secret_env = spec.get("secret_env") or {}
+    if secret_env:
+        values = job_secrets(spec)
+        for key, name in secret_env.items():
+            if key in rank["env"]:
+                env[key] = values[name]
+    return env
+
+
+def job_argv(spec):
+    """The spec's argv with the arguments that expand secrets filled in."""
+    argv = list(spec["argv"])
+    if spec.get("secret_args"):
+        values = job_secrets(spec)
+        for item in spec["secret_args"]:
+            argv[item["index"]] = "".join(
+                values[value] if kind == "secret" else value for kind, value in item["parts"])
+    return argv
+
+
+def job_cwd(spec, rank):
+    """The job's cwd, which must exist: a rank never runs somewhere else."""
+    cwd = spec.get("cwd") or "/"
+    if not os.path.isdir(cwd):
+        raise RuntimeFailure("jobs.%s.cwd: %s: no such directory on node %s (rank %d, %s)" % (
+            spec["job"], cwd, rank["node"], rank["rank"], rank["name"]))
+    return cwd
+
+
+def cmd_secrets(args):
+    if len(args) != 1:
+        raise RuntimeFailure('usage: secrets JOB < {"scope/name": "value", ...}')
+    spec = load_spec(args[0])
+    try:
+        given = json.load(sys.stdin)
+    except ValueError:
+        given = None
+    if not isinstance(given, dict):
+        raise RuntimeFailure("secrets: stdin must be a JSON mapping of secret names to values")
+    wanted = secret_names(spec)
+    missing = sorted(wanted - set(given))
+    if missing:
+        raise RuntimeFailure("secrets: no value given for %s" % ", ".join(
+            "secret://" + name for name in missing))
+    write_file(os.path.join(job_dir(spec["job"]), SECRETS_FILE),
+               json.dumps({name: given[name] for name in wanted}), 0o600)
+    print(json.dumps({"changed": True, "job": spec["job"], "secrets": len(wanted)}))
+
+
+def run_as(user, work, *args):
+    """Run work(emit, *args) in a child process with the job user's uid,
+    gid and groups, so it touches the node with the job user's rights only.
+    emit(record) sends a JSON record back. Returns (the records, None), or
+    (the records sent, why) when work did not finish."""
+    reader, writer = os.pipe()
+    child = os.fork()
+    if child == 0:
+        status = 1
+
+        def emit(record):
+            write_all(writer, (json.dumps(record) + "\n").encode())
+
+        try:
+            os.close(reader)
+            if os.getuid() == 0 and user.pw_uid != 0:
+                os.setgroups(os.getgrouplist(user.pw_name, user.pw_gid))
+                os.setgid(user.pw_gid)
+                os.setuid(user.pw_uid)
+            os.umask(0o022)
+            work(emit, *args)
+            emit({"done": True})
+            status = 0
+        except BaseException as exc:
+            emit({"failed": "%s: %s" % (type(exc).__name__, exc)})
+        finally:
+            os._exit(status)
+    os.close(writer)
+    data = b""
+    while True:
+        chunk = os.read(reader, 1 << 16)
+        if not chunk:
+            break
+        data += chunk
+    os.close(reader)
+    os.waitpid(child, 0)
+    records = [json.loads(line) for line in data.decode().splitlines() if line]
+    if records and records[-1] == {"done": True}:
+        return records[:-1], None
+    failed = "working as user %s on %s failed" % (user.pw_name, socket.gethostname())
+    if records and "failed" in records[-1]:
+        failed += ": " + records.pop()["failed"]
+    return records, failed
+
+
+def _owner(uid):
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return "uid %d" % uid
+
+
+def place_file(emit, path, data):
+    """Write data at path as the calling (job) user, creating missing parent
+    directories; emit {"created": path, "kind": "dir"|"file"} for everything
+    created, before writing into it. Raises OSError or RuntimeFailure."""
+    parts = path.split("/")[1:-1]
+    for depth in range(1, len(parts) + 1):
+        directory = "/" + "/".join(parts[:depth])
+        try:
+            os.mkdir(directory, 0o755)
+        except FileExistsError:
+            continue  # ours to use, or not a directory: open() says which
+        except OSError as exc:
+            raise RuntimeFailure("cannot create directory %s: %s" % (directory, exc.strerror))
+        emit({"created": directory, "kind": "dir"})
+    flags = os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags | os.O_CREAT | os.O_EXCL, FILE_MODE)
+        emit({"created": path, "kind": "file"})
+    except FileExistsError:
+        info = os.lstat(path)
+        if stat.S_ISLNK(info.st_mode):
+            raise RuntimeFailure("exists as a symbolic link, which is never followed")
+        if not stat.S_ISREG(info.st_mode):
+            raise RuntimeFailure("exists and is not a regular file")
+        if info.st_uid != os.getuid():
+            raise RuntimeFailure("exists and belongs to %s, not to the job user, so it is "
+                                 "never overwritten" % _owner(info.st_uid))
+        fd = os.open(path, flags)
+        opened = os.fstat(fd)
+        if (opened.st_dev, opened.st_ino) != (info.st_dev, info.st_ino):
+            os.close(fd)
+            raise RuntimeFailure("was replaced while it was being written")
+        os.ftruncate(fd, 0)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    finally:
+        os.close(fd)
+
+
+def _prepare_as_user(emit, spec):
+    for entry in spec.get("files") or []:
+        where = "jobs.%s.files.%s" % (spec["job"], entry["path"])
+        try:
+            place_file(emit, entry["path"], entry["contents"].encode("utf-8"))
+        except RuntimeFailure as exc:
+            emit({"error": "%s: %s" % (where, exc)})
+        except OSError as exc:
+            emit({"error": "%s: cannot write it: %s" % (where, exc.strerror)})
+    cwd = spec.get("cwd") or "/"
+    try:
+        os.chdir(cwd)
+    except FileNotFoundError:
+        emit({"error": "jobs.%s.cwd: %s: no such directory" % (spec["job"], cwd)})
+    except NotADirectoryError:
+        emit({"error": "jobs.%s.cwd: %s: not a directory" % (spec["job"], cwd)})
+    except OSError as exc:
+        emit({"error": "jobs.%s.cwd: %s: cannot enter it: %s" % (spec["job"], cwd, exc.strerror)})
+
+
+# --------------------------------------------------------------------------
+# Resources: what a rank asks of its node (spec "resources")
+# --------------------------------------------------------------------------
+
+def node_cpus():
+    """The CPUs this node lets us run on (a container's cpuset included)."""
+    return sorted(os.sched_getaffinity(0))
+
+
+def node_memory_bytes():
+    with open("/proc/meminfo") as handle:
+        for line in handle:
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) * 1024
+    return None
+
+
+def check_resources(spec, node):
+    """Refuse, before the job starts, a request larger than this node has."""
+    wanted = spec.get("resources") or {}
+    problems = []
+    cores, cpus = wanted.get("cores"), node_cpus()
+    if cores and cores > len(cpus):
+        problems.append("jobs.%s.resource.cpu.cores: %d requested, but the node has %d CPUs" % (
+            spec["job"], cores, len(cpus)))
+    memory, total = wanted.get("memory_bytes"), node_memory_bytes()
+    if memory and total and memory > total:
+        problems.append("jobs.%s.resource.memory: %d bytes requested, but the node has %d" % (
+            spec["job"], memory, total))
+    if problems:
+        raise RuntimeFailure("job %s cannot start on node %s: %s" % (
+            spec["job"], node, "; ".join(problems)))
+
+
+def bind_cpus(spec, rank):
+    """Bind this process, and so the rank's processes, to resource.cpu.cores
+    CPUs of the node, as Fuzzball gives a job that many cores. Tasks of a
+    task array that share a node take the next CPUs in turn."""
+    cores = (spec.get("resources") or {}).get("cores")
+    cpus = node_cpus()
+    if not cores or cores >= len(cpus):
+        return
+    turn = rank["rank"] // max(1, spec.get("nodes") or 1) if "task_id" in rank else 0
+    first = turn * cores
+    os.sched_setaffinity(0, {cpus[(first + i) % len(cpus)] for i in range(cores)})
+
+
+def prepare_inputs(spec, node, user):
+    """As the job user: write the job's files (recording what was created,
+    for cleanup) and check that it can enter the job's cwd. Every problem
+    found fails the job before it starts, in one message."""
+    if not spec.get("files") and (spec.get("cwd") or "/") == "/":
+        return
+    records, failed = run_as(user, _prepare_as_user, spec)
+    created = [r for r in records if "created" in r]
+    if created:
+        write_file(os.path.join(job_dir(spec["job"]), CREATED_FILE), json.dumps(created), 0o600)
+    errors = [r["error"] for r in records if "error" in r] + ([failed] if failed else [])
+    if errors:
+        where = "node %s" % node
+        for rank in spec["ranks"]:
+            if rank["node"] == node:
+                where += " (rank %d, %s)" % (rank["rank"], rank["name"])
+        raise RuntimeFailure("job %s cannot start on %s as user %s: %s" % (
+            spec["job"], where, user.pw_name, "; ".join(errors)))
+
+
+def _remove_created(emit, created):
+    for record in reversed(created):  # files, then directories deepest first
+        try:
+            if record["kind"] == "dir":
+                os.rmdir(record["created"])  # only when empty
+            elif not stat.S_ISDIR(os.lstat(record["created"]).st_mode):
+                os.unlink(record["created"])
+        except OSError:
+            continue  # gone, or no longer ours to remove
+
+
+def remove_job_files(job, user):
+    """Remove what prepare created for the job's files, as the job user
+    (a path the job could have replaced is never removed with root's
+    rights). Without the job user nothing is removed."""
+    path = os.path.join(job_dir(job), CREATED_FILE)
+    try:
+        with open(path) as handle:
+            created = json.load(handle)
+    except (OSError, ValueError):
+        return
+    if user is not None:
+        _, failed = run_as(user, _remove_created, created)
+        if failed:  # the rest of the cleanup still has to happen
+            sys.stderr.write("multinode-runtime: removing the job's files: %s\n" % failed)
+        os.unlink(path)
+
+
+# --------------------------------------------------------------------------
 # head: rank 0 and the job's supervisor
 # --------------------------------------------------------------------------
 
@@ -481,7 +817,8 @@ def cmd_head(args):
     spec = load_spec(job)
     if len(args) == 3:
         spec["controller_timeout"] = float(args[2])
-    result = Supervisor(spec).run()
+    supervisor = TaskArraySupervisor if spec.get("task_array") else Supervisor
+    result = supervisor(spec).run()
     directory = job_dir(job)
     write_file(os.path.join(directory, "result.json"), json.dumps(result), 0o644)
     print(json.dumps(result))
@@ -510,24 +847,10 @@ class Supervisor:
         log_fd = None
         try:
             log_fd = os.open(result["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-            namespace = enter_rank_namespace(self.job, self.head["name"])
+            namespace = enter_rank_namespace(self.job, self.namespace_name())
             become_subreaper()
             self.open_connections()
-            child = self.start_rank0(log_fd)
-            status, failure = self.wait(child)
-            if failure:
-                result.update(failure_result(failure))
-                if failure.get("lost"):
-                    self.lost_nodes.add(failure["node"])
-            else:
-                result["rc"] = status
-                if status == 0:
-                    result["status"] = "FINISHED"
-                    result["message"] = "job %s finished" % self.job
-                else:
-                    result["failed_rank"] = rank_summary(self.head, status)
-                    result["message"] = "rank 0 (%s on %s) exited with status %d" % (
-                        self.head["name"], self.head["node"], status)
+            result.update(self.execute(log_fd))
         except Cancelled as exc:
             result["status"] = "CANCELED"
             result["message"] = "job %s canceled by %s" % (self.job, exc)
@@ -548,20 +871,65 @@ class Supervisor:
             if namespace is not None:
                 # The job is over when rank 0 ends: stop what is left of it
                 # here, then on every worker node.
-                kill_job_processes({namespace}, self.grace, self.user)
+                kill_job_processes(self.local_namespaces(namespace), self.grace, self.user)
                 self.clean_workers()
             if log_fd is not None:
                 os.close(log_fd)
         result["duration"] = round(time.time() - started, 3)
         return result
 
+    def namespace_name(self):
+        """The host name of the supervisor's own namespace: rank 0's."""
+        return self.head["name"]
+
+    def local_namespaces(self, namespace):
+        """The namespaces on the head to stop at the end: rank 0's."""
+        return {namespace}
+
+    def remote_nodes(self):
+        """{node: a rank on it} of the nodes reached over ssh: the workers'."""
+        nodes = {}
+        for rank in self.spec["ranks"]:
+            if rank["node"] != self.head["node"]:
+                nodes.setdefault(rank["node"], rank)
+        return nodes
+
+    def connect_nodes(self):
+        """{node: a rank on it} of the nodes to connect to before the start."""
+        return self.remote_nodes()
+
+    def execute(self, log_fd):
+        """Run rank 0 and wait for the job; returns the result's fields."""
+        child = self.start_rank0(log_fd)
+        status, failure = self.wait(child)
+        if failure:
+            if failure.get("lost"):
+                self.lost_nodes.add(failure["node"])
+            return failure_result(failure)
+        if status == 0:
+            return {"rc": 0, "status": "FINISHED", "message": "job %s finished" % self.job}
+        return {"rc": status, "failed_rank": rank_summary(self.head, status),
+                "message": "rank 0 (%s on %s) exited with status %d" % (
+                    self.head["name"], self.head["node"], status)}
+
+    def check_stop(self, timeout_at):
+        """Raise TimedOut or Cancelled when the job must stop now."""
+        if timeout_at is not None and time.monotonic() > timeout_at:
+            raise TimedOut()
+        if self.cancelled:
+            raise Cancelled(self.cancelled)
+        if self.controller_gone():
+            raise Cancelled("the controller: it stopped polling the job")
+        reason = self.cancel_requested()
+        if reason:
+            raise Cancelled(reason)
+
     def clean_workers(self):
         """Ask every worker node to stop what is left of the job there (in
         parallel, on fresh connections: the multiplexed ones are gone)."""
-        nodes = {}
-        for rank in self.spec["ranks"][1:]:
-            if rank["node"] not in self.lost_nodes:  # a fresh connection would only time out
-                nodes.setdefault(rank["node"], rank)
+        # A node that was lost is skipped: a fresh connection would only time out.
+        nodes = {node: rank for node, rank in self.remote_nodes().items()
+                 if node not in self.lost_nodes}
         request = encode_request({"job": self.job, "cleanup": True})
         calls = [spawn_as(self.user, ssh_command(node, rank["address"]) + [
                      "-o", "ControlMaster=no", "-o", "ControlPath=none", "-T", request],
@@ -604,11 +972,8 @@ class Supervisor:
         """Open a multiplexed ssh connection to every worker node, in
         parallel, before the job starts; a node we cannot reach fails the job
         now, with ssh's reason."""
-        nodes = {}
-        for rank in self.spec["ranks"][1:]:
-            nodes.setdefault(rank["node"], rank)
         procs = []
-        for node, rank in nodes.items():
+        for node, rank in self.connect_nodes().items():
             argv = ssh_command(node, rank["address"]) + ["-M", "-N", "-f", "-o", "ControlPersist=yes"]
             procs.append((rank, spawn_as(self.user, argv, rank_environment(self.spec, self.head, self.user),
                                          "/", subprocess.DEVNULL, subprocess.DEVNULL, subprocess.PIPE)))
@@ -630,20 +995,10 @@ class Supervisor:
             raise RuntimeFailure("; ".join(errors))
 
     def start_rank0(self, log_fd):
-        spec = self.spec
-        if spec["mode"] == "script":
-            script = os.path.join(job_dir(self.job), "script")
-            argv = [script] if spec["script"].startswith("#!") else ["/bin/sh", script]
-            argv += spec["argv"]
-        else:
-            argv = list(spec["argv"])
-        env = rank_environment(spec, self.head, self.user)
-        if "/" not in argv[0]:
-            found = which(argv[0], env.get("PATH", DEFAULT_PATH))
-            if found is None:
-                raise RuntimeFailure("rank 0 (%s): command not found: %s" % (self.head["name"], argv[0]))
-            argv[0] = found
-        return spawn_as(self.user, argv, env, spec.get("cwd") or "/",
+        bind_cpus(self.spec, self.head)
+        env = job_environment(self.spec, self.head, self.user)
+        argv = job_command(self.spec, env, "rank 0 (%s)" % self.head["name"])
+        return spawn_as(self.user, argv, env, job_cwd(self.spec, self.head),
                         subprocess.DEVNULL, log_fd, log_fd)
 
     def wait(self, child):
@@ -656,15 +1011,8 @@ class Supervisor:
         timeout = self.spec.get("timeout")
         timeout_at = time.monotonic() + timeout if timeout else None
         while True:
-            if timeout_at is not None and deadline is None and time.monotonic() > timeout_at:
-                raise TimedOut()
-            if self.cancelled:
-                raise Cancelled(self.cancelled)
-            if self.controller_gone():
-                raise Cancelled("the controller: it stopped polling the job")
-            reason = self.cancel_requested()
-            if reason:
-                raise Cancelled(reason)
+            # After rank 0 ended the timeout no longer applies (the grace).
+            self.check_stop(timeout_at if deadline is None else None)
             failure = first_failure(events)
             if failure:
                 return None, failure
@@ -677,6 +1025,109 @@ class Supervisor:
                 failure = first_failure(events)
                 return (None, failure) if failure else (child.returncode, None)
             time.sleep(POLL_SECONDS)
+
+
+class TaskArraySupervisor(Supervisor):
+    """Runs a task array from the head. Its "ranks" are the tasks, each
+    placed on a node; at most `concurrency` run at once, and the next task
+    started is the next one of the least busy node. Every task, the ones on
+    the head's own node included, is started the way a wrapper call is (an
+    ssh launch: `multinode-runtime task JOB INDEX` as the job user), so it
+    runs under its own host name <job>-<task id> with FB_TASK_ID set and
+    writes task-<id>.log on its node. A failed task stops new tasks from
+    starting; the job fails once every started task has ended."""
+
+    PREFIX = "fuzz.multinode"
+
+    def namespace_name(self):
+        # The supervisor is not a task: its namespace is named after the job.
+        return self.job
+
+    def local_namespaces(self, namespace):
+        # Tasks on the head's node run in namespaces of their own.
+        return recorded_namespaces(self.job)
+
+    def connect_nodes(self):
+        nodes = {}
+        for task in self.spec["ranks"]:
+            nodes.setdefault(task["node"], task)
+        return nodes
+
+    def say(self, log_fd, text):
+        write_all(log_fd, ("%s: %s\n" % (self.PREFIX, text)).encode())
+
+    def execute(self, log_fd):
+        limit = self.spec["task_array"]["concurrency"]
+        timeout = self.spec.get("timeout")
+        timeout_at = time.monotonic() + timeout if timeout else None
+        env = rank_environment(self.spec, self.head, self.user)
+        program = [sys.executable, "-I", os.path.realpath(__file__), "task", self.job]
+        pending = list(self.spec["ranks"])
+        busy = {task["node"]: 0 for task in pending}
+        running, failed = {}, []
+        while running or (pending and not failed):
+            self.check_stop(timeout_at)
+            while pending and not failed and len(running) < limit:
+                task = min(pending, key=lambda t: (busy[t["node"]], t["rank"]))
+                pending.remove(task)
+                busy[task["node"]] += 1
+                proc = spawn_as(self.user, program + [str(task["rank"])], env, "/",
+                                subprocess.DEVNULL, log_fd, log_fd)
+                # Keep the Popen: a dropped one is reaped by the subprocess
+                # module behind our back, and its task's status lost.
+                running[proc.pid] = (task, proc)
+                self.say(log_fd, "task %s started on %s" % (task["name"], task["node"]))
+            for pid, status in reap_children().items():
+                task, proc = running.pop(pid, (None, None))
+                if task is None:
+                    continue  # an orphan we reaped as subreaper
+                proc.returncode = exit_status(status)
+                busy[task["node"]] -= 1
+                status = exit_status(status)
+                if status == 0:
+                    self.say(log_fd, "task %s finished" % task["name"])
+                else:
+                    failed.append(rank_summary(task, status))
+                    self.say(log_fd, "task %s on %s exited with status %d" % (
+                        task["name"], task["node"], status))
+            time.sleep(POLL_SECONDS)
+        total = len(self.spec["ranks"])
+        if not failed:
+            return {"rc": 0, "status": "FINISHED",
+                    "message": "job %s finished: %d tasks" % (self.job, total)}
+        message = "task array %s: %d of %d tasks failed: %s" % (
+            self.job, len(failed), total, ", ".join(
+                "%s on %s (status %d)" % (f["name"], f["node"], f["status"]) for f in failed))
+        if pending:
+            message += "; %d not started" % len(pending)
+        return {"rc": failed[0]["status"], "failed_rank": failed[0], "message": message}
+
+
+def job_command(spec, env, who):
+    """The argv the job's command or script runs with (on rank 0, or as a
+    task), argv[0] looked up on the job's PATH; `who` names it in errors."""
+    if spec["mode"] == "script":
+        script = os.path.join(job_dir(spec["job"]), "script")
+        argv = [script] if spec["script"].startswith("#!") else ["/bin/sh", script]
+        argv += job_argv(spec)
+    else:
+        argv = job_argv(spec)
+    # openmpi/ompi, mpich: the MPI launcher runs the command (or the
+    # script, written at the same path on every node) on all ranks.
+    launcher = list(spec.get("launcher") or [])
+    argv = launcher + argv
+    if "/" not in argv[0]:
+        found = which(argv[0], env.get("PATH", DEFAULT_PATH))
+        if found is None:
+            hint = ""
+            if launcher:
+                hint = (" (multinode.implementation %s runs the job with %s: put %s's bin "
+                        "directory on PATH in the job's env)" % (
+                            spec["implementation"], argv[0],
+                            MPI_NAMES.get(spec["implementation"], "the MPI")))
+            raise RuntimeFailure("%s: command not found: %s%s" % (who, argv[0], hint))
+        argv[0] = found
+    return argv
 
 
 def wrapper_calls(pids):
@@ -815,6 +1266,30 @@ def cmd_wrapper(args):
         "command": " ".join(words),  # ssh joins the words; sh -c splits
         "forward": os.environ.get("MULTINODE_WRAPPER_FORWARD_STREAMS") == "1",
     }
+    status, reason, lost = call_rank(spec, target, request)
+    if status != 0 and me["rank"] == 0:
+        report_failure(spec, target, status, reason, lost)
+    return status
+
+
+def cmd_task(args):
+    """`task JOB INDEX` (job user, started by the head's task-array
+    supervisor): run task INDEX of JOB on its node, like a wrapper call."""
+    if len(args) != 2 or not args[1].isdigit():
+        raise RuntimeFailure("usage: task JOB INDEX")
+    spec = load_spec(args[0])
+    tasks = [t for t in spec["ranks"] if t["rank"] == int(args[1]) and "task_id" in t]
+    if not spec.get("task_array") or not tasks:
+        raise RuntimeFailure("job %s has no task %s" % (args[0], args[1]))
+    request = {"job": spec["job"], "rank": tasks[0]["rank"], "task": True, "forward": False}
+    return call_rank(spec, tasks[0], request)[0]
+
+
+def call_rank(spec, target, request):
+    """Send one launch request to the target rank's node and relay its
+    output; returns (exit status, reason when it is not 0, lost: the node
+    did not answer). Launcher errors and lost connections are also written
+    to stderr."""
     ssh = subprocess.Popen(ssh_command(target["node"], target["address"]) + ["-T", encode_request(request)],
                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE)
@@ -831,9 +1306,7 @@ def cmd_wrapper(args):
         reason = "%s exited with status %d" % (where, status)
     if error or status == 255:
         write_all(2, ("%s: %s\n" % (PROG, reason)).encode())
-    if status != 0 and me["rank"] == 0:
-        report_failure(spec, target, status, reason, lost)
-    return status
+    return status, reason, lost
 
 
 def relay(ssh):
@@ -918,8 +1391,10 @@ def cmd_launch(args):
 
 def parse_launch_request(original):
     """A request is base64 JSON: {job, rank, command, forward} to run a
-    command for a rank, or {job, cleanup: true} to stop every process of the
-    job on the target node."""
+    command for a rank, {job, rank, task: true, forward} to run task-array
+    task `rank` (its command comes from the job spec on the node), or
+    {job, cleanup: true} to stop every process of the job on the target
+    node."""
     words = original.split()
     if len(words) != 2 or words[0] != "launch":
         raise RuntimeFailure("this key only launches fuzz.multinode job commands")
@@ -928,7 +1403,8 @@ def parse_launch_request(original):
         if not isinstance(request["job"], str):
             raise ValueError
         if request.get("cleanup") is not True and not (
-                isinstance(request["rank"], int) and isinstance(request["command"], str)):
+                isinstance(request["rank"], int) and (
+                    request.get("task") is True or isinstance(request["command"], str))):
             raise ValueError
     except (ValueError, KeyError, TypeError):
         raise RuntimeFailure("malformed launch request")
@@ -952,17 +1428,22 @@ class Launch:
         job = self.spec["job"]
         namespace = enter_rank_namespace(job, self.rank["name"])
         become_subreaper()
-        log_fd = os.open(rank_log_path(job, self.rank["rank"]),
+        bind_cpus(self.spec, self.rank)
+        log_fd = os.open(os.path.join(LOG_DIR, job, self.rank.get("log") or "rank-%d.log" % self.rank["rank"]),
                          os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
-        env = rank_environment(self.spec, self.rank, self.user)
-        cwd = self.spec.get("cwd") or "/"
-        if not os.path.isdir(cwd):
-            cwd = "/"
+        env = job_environment(self.spec, self.rank, self.user)
+        cwd = job_cwd(self.spec, self.rank)
+        if self.request.get("task"):
+            if "task_id" not in self.rank:
+                raise RuntimeFailure("%s is not a task of job %s" % (self.rank["name"], job))
+            argv = job_command(dict(self.spec, argv=self.rank["argv"]), env,
+                               "task %s" % self.rank["name"])
+        else:
+            argv = ["/bin/sh", "-c", "--", self.request["command"]]
         try:
-            child = spawn_as(self.user, ["/bin/sh", "-c", "--", self.request["command"]], env,
-                             cwd, subprocess.DEVNULL, out_w, err_w)
+            child = spawn_as(self.user, argv, env, cwd, subprocess.DEVNULL, out_w, err_w)
         finally:
             os.close(out_w)
             os.close(err_w)
@@ -1008,6 +1489,8 @@ COMMANDS = {
     "head": cmd_head,
     "launch": cmd_launch,
     "wrapper": cmd_wrapper,
+    "task": cmd_task,
+    "secrets": cmd_secrets,
     "cleanup": cmd_cleanup,
 }
 

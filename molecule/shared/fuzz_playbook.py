@@ -11,15 +11,17 @@ PROJECT = os.environ["MOLECULE_PROJECT_DIRECTORY"]
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
 
 
-def playbook(fuzzfile, logs, job=None, extra_vars=None):
+def playbook(fuzzfile, logs, job=None, extra_vars=None, args=()):
     """argv and environment of `ansible-playbook run-job.yml` for a Fuzzfile;
-    extra_vars (a dict) are passed as `-e NAME=VALUE` each."""
+    extra_vars (a dict) are passed as `-e NAME=VALUE` each, args (more
+    ansible-playbook arguments, e.g. --vault-password-file FILE) as given."""
     argv = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "run-job.yml",
             "-i", INVENTORY, "-e", "fuzzfile=%s" % fuzzfile, "-e", "log_dir=%s" % logs]
     if job:
         argv += ["-e", "job=" + job]
     for name, value in (extra_vars or {}).items():
         argv += ["-e", "%s=%s" % (name, value)]
+    argv += list(args)
     env = dict(os.environ)
     # Molecule's own config and forced colours are not what a user has (whose
     # captured output, like ours, is uncoloured).
@@ -30,9 +32,9 @@ def playbook(fuzzfile, logs, job=None, extra_vars=None):
     return argv, env
 
 
-def run_job(fuzzfile, logs, job=None, extra_vars=None):
+def run_job(fuzzfile, logs, job=None, extra_vars=None, args=()):
     """Run the playbook to the end; returns (exit status, output, seconds)."""
-    argv, env = playbook(fuzzfile, logs, job, extra_vars)
+    argv, env = playbook(fuzzfile, logs, job, extra_vars, args)
     started = time.monotonic()
     proc = subprocess.run(argv, cwd=PROJECT, env=env, stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True)

@@ -16,8 +16,8 @@ Entry points:
 - ``Workflow.order`` / ``Workflow.waves``: the dependency DAG in execution
   order (see ``dependency_order``);
 - ``select_job(workflow, name)`` -> ``Job``;
-- ``require_generic(job)``: the runner's gate (only ``generic`` multinode jobs
-  and plain single-node jobs run);
+- ``require_runnable(job)``: the runner's gate (every implementation but
+  ``gasnet`` runs);
 - ``Job.to_dict()`` / ``Job.from_dict()`` and ``Workflow.to_dict()`` /
   ``Workflow.from_dict()``: the JSON forms passed between modules;
 - ``parse_go_duration`` and ``parse_memory_size``: the value syntaxes.
@@ -107,8 +107,9 @@ __all__ = [
     "parse_go_duration",
     "parse_memory_size",
     "parse_workflow",
-    "require_generic",
+    "require_runnable",
     "select_job",
+    "select_run",
     "validate_job_name",
 ]
 
@@ -620,7 +621,7 @@ class Dependency(NamedTuple):
 
 
 # Job.to_dict() keys computed from other fields; from_dict() ignores them.
-DERIVED_JOB_KEYS = ("slots_per_node", "total_slots", "tasks", "secret_env")
+DERIVED_JOB_KEYS = ("slots_per_node", "total_slots", "tasks", "max_hosts", "secret_env")
 
 
 @dataclasses.dataclass
@@ -695,6 +696,14 @@ class Job:
         return self.task_array.tasks if self.task_array is not None else 1
 
     @property
+    def max_hosts(self) -> int:
+        """The most hosts the job can use at once: ``nodes``, or for a task
+        array its tasks (at most ``concurrency`` of them), one per host."""
+        if self.task_array is None:
+            return self.nodes
+        return min(self.tasks, self.task_array.concurrency or self.tasks)
+
+    @property
     def secret_env(self) -> List[str]:
         """Keys of ``env`` whose value is a ``secret://`` reference."""
         return [key for key, value in self.env if value.startswith(SECRET_PREFIX)]
@@ -756,6 +765,7 @@ class Job:
             "persist": self.persist,
             "total_slots": self.total_slots,
             "tasks": self.tasks,
+            "max_hosts": self.max_hosts,
             "secret_env": self.secret_env,
         }
 
@@ -2081,22 +2091,42 @@ def select_job(workflow: Workflow, name: Optional[str] = None) -> Job:
     )
 
 
-def not_executed_yet(job: Job) -> List[str]:
+def select_run(workflow: Workflow, name: Optional[str] = None) -> List[Job]:
+    """The jobs run-job.yml runs, in dependency order: the one named, or
+    without a name every job of the workflow. Services are not run, so a job
+    that depends on one cannot run either; that is refused up front rather
+    than discovered halfway through a workflow."""
+    if name is not None:
+        jobs = [select_job(workflow, name)]
+    else:
+        jobs = [workflow.jobs[unit] for unit in workflow.order if unit in workflow.jobs]
+    for job in jobs:
+        if job.task_array is not None and job.multinode:
+            raise FuzzfileError(
+                "jobs.%s: a task array of multinode jobs cannot run: task host names "
+                "%s-<task> and rank host names %s-<rank> would be the same names; use a "
+                "task array of single-node jobs, or one multinode job" % (job.name, job.name, job.name)
+            )
+        for dep in job.depends_on if name is None else []:
+            if dep.name in workflow.service_defs:
+                raise FuzzfileError(
+                    "jobs.%s.depends-on: %s is a service, and services are not run by this "
+                    "collection yet, so %s cannot run; run the other jobs one by one with "
+                    "-e job=NAME" % (job.name, dep.name, job.name)
+                )
+    return jobs
+
+
+def not_executed_yet(job: Job, whole_workflow: bool = False) -> List[str]:
     """Notes on what this job asks for that run-job.yml validates but does
-    not carry out yet, so that a user is told instead of silently surprised."""
+    not carry out yet, so that a user is told instead of silently surprised.
+    ``whole_workflow``: the job runs as part of its whole workflow, so its
+    dependencies do run first."""
     path = "jobs.%s" % job.name
     notes = []
-    if job.depends_on:
-        notes.append("%s.depends-on: %s not run first; run-job.yml runs this one job only" % (
-            path, ", ".join(dep.name for dep in job.depends_on)))
-    if job.task_array is not None:
-        notes.append("%s.task-array: not run as a task array yet; the job runs once" % path)
-    if job.files:
-        notes.append("%s.files: not written to the nodes yet" % path)
-    secrets = [key for key, value in job.env if value.startswith("secret://")]
-    if secrets:
-        notes.append("%s.env: %s passed as the literal secret:// reference, not resolved" % (
-            path, ", ".join(secrets)))
+    if job.depends_on and not whole_workflow:
+        notes.append("%s.depends-on: %s not run first; -e job=%s runs this one job only" % (
+            path, ", ".join(dep.name for dep in job.depends_on), job.name))
     if job.memory_bytes is not None:
         notes.append("%s.resource.memory: not enforced yet" % path)
     if job.affinity is not None:
@@ -2104,12 +2134,23 @@ def not_executed_yet(job: Job) -> List[str]:
     return notes
 
 
-def require_generic(job: Job) -> Job:
-    """The runner's gate: a plain job or a ``generic`` multinode job."""
-    if job.implementation not in (None, "generic"):
+def require_runnable(job: Job) -> Job:
+    """The runner's gate: every job runs except a ``gasnet`` multinode job.
+
+    Plain and ``generic`` jobs run their command as given; ``openmpi``,
+    ``ompi`` and ``mpich`` jobs run it under the MPI launcher (see
+    rank_env.launcher). GASNet is not packaged for the test nodes' OS, so
+    Fuzzball's GASNet launch cannot be reproduced and tested here; the
+    message says how to run such a program as a ``generic`` job instead,
+    with GASNet's own ssh spawner going through the wrapper."""
+    if job.implementation == "gasnet":
         raise FuzzfileError(
-            "jobs.%s.multinode.implementation: %r is not supported yet; only 'generic' "
-            "multinode jobs (or jobs without a multinode section) can run"
-            % (job.name, job.implementation)
+            "jobs.%s.multinode.implementation: 'gasnet' is not supported: fuzz.multinode "
+            "has no GASNet launcher (GASNet is not packaged in Debian, the OS its tests run "
+            "on, so one could not be tested); use implementation 'generic' and let GASNet's "
+            "ssh spawner start the processes through the wrapper: run the program with "
+            "GASNET_SSH_CMD=$MULTINODE_SSH_WRAPPER, "
+            "GASNET_SSH_SERVERS=$MULTINODE_HOSTLIST_NOSLOTS and GASNET_SPAWNFN=S "
+            "(udp conduit; other conduits: GASNET_<CONDUIT>_SPAWNER=ssh)" % job.name
         )
     return job

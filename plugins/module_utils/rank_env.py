@@ -10,7 +10,7 @@ Pure Python (standard library only); it does not import Ansible.
 the job spec of docs/design.md ("The job spec"): one document that every node
 of the job receives.
 
-Environment of rank ``r`` of job ``J`` (a ``generic`` multinode job):
+Environment of rank ``r`` of job ``J`` (a multinode job, any implementation):
 
 - the job's ``env`` (every rank), then
 - ``HOSTNAME=J-r`` and ``RANK=r`` (every rank; rank 0 gets ``RANK=0`` too), and
@@ -34,26 +34,63 @@ rank 0's environment (the one described above, not the node's own), once, with
 no other shell processing. In command mode ``argv`` is ``command + args``
 expanded; in script mode the script text is left alone (its shell expands) and
 ``argv`` holds the expanded ``args``, passed to the script as ``$1 ...``.
+
+Secrets (``secret://NAME`` env values, NAME being ``scope/name``): the spec
+keeps the references, in every rank's ``env`` and in ``secret_env`` (``{key:
+NAME}``); an argument that expands a secret key shows the reference in
+``argv`` and is listed in ``secret_args`` (``{index, parts}``, ``parts`` being
+``["text", ...]`` and ``["secret", NAME]`` pieces). Values never pass through
+the controller's modules: the node runtime resolves the references from the
+values the play delivers to it separately. ``check_secrets`` refuses a
+reference to a name that ``fuzz_multinode_secrets`` does not define.
+
+Files: ``files`` lists ``{path, name, contents}``, the job's ``files`` with
+their contents from the workflow's top-level ``files`` (``plan_files``).
+
+Launcher (``launcher(...)``, the spec's ``launcher``): as Fuzzball does, an
+``openmpi``/``ompi`` or ``mpich`` job's command (or script) is run under the
+MPI launcher across all ranks, so the user writes only the per-rank program:
+
+- ``openmpi``, ``ompi``: ``mpirun -H J-0:S,J-1:S,... --mca plm_rsh_agent
+  WRAPPER -np TOTAL``;
+- ``mpich``: ``mpiexec -hosts J-0:S,... -launcher ssh -launcher-exec WRAPPER
+  -n TOTAL``;
+- ``generic`` and plain jobs: none (``[]``).
+
+The runtime puts it in front of ``argv`` (command mode) or of the script's
+path on the nodes and ``argv`` (script mode); the launcher program is looked
+up on rank 0's ``PATH`` like any command. ``gasnet`` jobs are refused
+(``require_runnable``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import re
-from typing import Any, Dict, List, Mapping, Sequence, Union
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Union
 
 from ansible_collections.fuzz.multinode.plugins.module_utils.fuzzfile import (
+    SECRET_PREFIX,
     FuzzfileError,
     Job,
-    require_generic,
+    require_runnable,
 )
 
 __all__ = [
     "MULTINODE_VARS",
     "check_rank_names",
+    "check_secrets",
     "expand",
+    "launcher",
+    "missing_secrets",
+    "plan_files",
     "plan_job",
+    "plan_resources",
+    "plan_task_array",
     "rank_name",
+    "task_name",
+    "secret_references",
 ]
 
 MULTINODE_VARS = (
@@ -87,16 +124,138 @@ def rank_name(job: str, rank: int) -> str:
     return "%s-%d" % (job, rank)
 
 
+def launcher(implementation: Any, hostlist: str, total: int, wrapper_path: str) -> List[str]:
+    """The argv prefix that runs a job's command across all its ranks: the
+    MPI launcher for ``openmpi``/``ompi`` and ``mpich``, ``[]`` otherwise.
+    ``hostlist`` is ``MULTINODE_HOSTLIST`` (``J-0:S,...``), ``total`` the
+    total slots; the wrapper starts the launcher's daemons on the workers."""
+    if implementation in ("openmpi", "ompi"):
+        return ["mpirun", "-H", hostlist, "--mca", "plm_rsh_agent", wrapper_path,
+                "-np", str(total)]
+    if implementation == "mpich":
+        return ["mpiexec", "-hosts", hostlist, "-launcher", "ssh", "-launcher-exec",
+                wrapper_path, "-n", str(total)]
+    return []
+
+
 def check_rank_names(job: Job) -> None:
     """Raise FuzzfileError unless every rank host name ``<job>-<rank>`` of
     ``job`` fits one DNS label. The job name alone may be 63 characters (a
     valid Fuzzfile); whether its ranks can be named depends on ``nodes``."""
+    if job.task_array is not None:
+        last = task_name(job.name, job.task_array.end)
+        if len(last) > HOST_NAME_MAX:
+            raise FuzzfileError(
+                "jobs.%s: task host name %r is longer than %d characters; use a shorter job name"
+                % (job.name, last, HOST_NAME_MAX)
+            )
     last = rank_name(job.name, job.nodes - 1)
     if len(last) > HOST_NAME_MAX:
         raise FuzzfileError(
             "jobs.%s: rank host name %r is longer than %d characters; use a shorter job name"
             % (job.name, last, HOST_NAME_MAX)
         )
+
+
+def _reserved_env(job: Job) -> List[str]:
+    """Env names the runtime sets for ``job``; the job's own values for them
+    are dropped."""
+    if job.multinode:
+        return ["HOSTNAME", "RANK"] + list(MULTINODE_VARS)
+    return ["HOSTNAME"]
+
+
+def secret_references(job: Job) -> Dict[str, str]:
+    """``{env key: secret name}`` for the job's ``secret://NAME`` env values,
+    in the env's order. NAME (``scope/name``, everything after
+    ``secret://``) is the key of the value in ``fuzz_multinode_secrets``.
+    Keys the runtime sets itself are left out: their job value is dropped,
+    so their secret is never needed."""
+    reserved = _reserved_env(job)
+    return {
+        key: value[len(SECRET_PREFIX):]
+        for key, value in job.env
+        if value.startswith(SECRET_PREFIX) and key not in reserved
+    }
+
+
+def missing_secrets(job: Job, available: Iterable[Any]) -> List[str]:
+    """One message per ``secret://`` env value of ``job`` whose name is not
+    among ``available`` (the names defined in ``fuzz_multinode_secrets``).
+    A message names the job, the env key and the reference, never a value."""
+    names = {name for name in available if isinstance(name, str)}
+    return [
+        "jobs.%s.env.%s: %s%s is not defined in fuzz_multinode_secrets"
+        % (job.name, key, SECRET_PREFIX, name)
+        for key, name in secret_references(job).items()
+        if name not in names
+    ]
+
+
+def check_secrets(job: Job, available: Iterable[Any]) -> None:
+    """Raise FuzzfileError naming every secret ``job`` references that is not
+    among ``available`` (see ``missing_secrets``)."""
+    missing = missing_secrets(job, available)
+    if missing:
+        raise FuzzfileError(
+            "%s (fuzz_multinode_secrets maps each secret name, such as %s, to its value; "
+            "keep it in a vault-encrypted vars file and pass it with -e @FILE)"
+            % ("; ".join(missing), missing[0].split(SECRET_PREFIX, 1)[1].split(" ", 1)[0])
+        )
+
+
+def plan_files(job: Job, files: Optional[Mapping[str, Any]]) -> List[Dict[str, str]]:
+    """The job's ``files`` as the runtime writes them on every node:
+    ``[{"path", "name", "contents"}]`` in the job's order, with ``contents``
+    from the workflow's top-level ``files`` (name -> contents). A path must
+    be a normalized absolute file path (no ``.``, ``..`` or empty component,
+    no trailing ``/``): the runtime creates missing parent directories one by
+    one and removes them again at cleanup."""
+    planned: List[Dict[str, str]] = []
+    for path, name in job.files.items():
+        where = "jobs.%s.files.%s" % (job.name, path)
+        if any(part in ("", ".", "..") for part in path[1:].split("/")):
+            raise FuzzfileError(
+                "%s: must be a normalized absolute file path (no '.', '..' or empty "
+                "components, no trailing '/')" % where
+            )
+        if files is None or name not in files:
+            raise FuzzfileError(
+                "%s: no entry %r in the workflow's top-level files (%s)"
+                % (where, name, ", ".join(sorted(map(str, files or {}))) or "none given")
+            )
+        contents = files[name]
+        if not isinstance(contents, str):
+            raise FuzzfileError(
+                "files.%s: must be the file's contents as a string, got %s"
+                % (name, type(contents).__name__)
+            )
+        planned.append({"path": path, "name": name, "contents": contents})
+    return planned
+
+
+def _secret_parts(value: str, env: Mapping[str, str], secrets: Mapping[str, str]) -> Optional[List[List[str]]]:
+    """``value`` expanded like ``expand``, as ``[["text", ...], ["secret",
+    NAME], ...]`` pieces when it names a secret env key (the node runtime
+    puts the secret's value there), else ``None``."""
+    parts: List[List[str]] = []
+    text, position, found = "", 0, False
+    for match in _EXPAND_RE.finditer(value):
+        name = match.group(1) or match.group(2)
+        text += value[position:match.start()]
+        position = match.end()
+        if name in secrets:
+            found = True
+            if text:
+                parts.append(["text", text])
+            parts.append(["secret", secrets[name]])
+            text = ""
+        else:
+            text += env.get(name, "")
+    text += value[position:]
+    if text:
+        parts.append(["text", text])
+    return parts if found else None
 
 
 def _check_nodes(job: Job, nodes: Any) -> List[Dict[str, str]]:
@@ -145,19 +304,25 @@ def plan_job(
     user: str,
     wrapper_path: str,
     kill_grace: int,
+    files: Optional[Mapping[str, Any]] = None,
+    secret_names: Optional[Iterable[Any]] = None,
 ) -> Dict[str, Any]:
     """Render the job spec for ``job`` on ``nodes`` (rank order).
 
     ``nodes`` is a list of ``{"node": inventory_hostname, "address": ip}``,
-    exactly ``job.nodes`` long. Raises FuzzfileError on bad input, including
-    a multinode implementation other than ``generic``.
+    exactly ``job.nodes`` long. ``files`` is the workflow's top-level
+    ``files`` (name -> contents), needed when the job has ``files``.
+    ``secret_names``, when given, are the names defined in
+    ``fuzz_multinode_secrets``: a ``secret://`` reference to any other name is
+    refused (``check_secrets``). Secret values never pass through here. Raises FuzzfileError on bad input, including
+    a ``gasnet`` job (see ``require_runnable``).
     """
     if isinstance(job, Job):
         job = job.to_dict()  # validated again below, like a dict from a module
     if not isinstance(job, Mapping):
         raise FuzzfileError("job: must be a job mapping, got %s" % type(job).__name__)
     job = Job.from_dict(job)
-    require_generic(job)
+    require_runnable(job)
     if not isinstance(user, str) or not _USER_RE.match(user):
         raise FuzzfileError("user: must be a user name (e.g. 'fuzz'), got %r" % (user,))
     if not isinstance(wrapper_path, str) or not _WRAPPER_RE.match(wrapper_path):
@@ -168,6 +333,10 @@ def plan_job(
     if isinstance(kill_grace, bool) or not isinstance(kill_grace, int) or kill_grace < 0:
         raise FuzzfileError("kill_grace: must be an integer >= 0, got %r" % (kill_grace,))
     checked = _check_nodes(job, nodes)
+    if secret_names is not None:
+        check_secrets(job, secret_names)
+    planned_files = plan_files(job, files)
+    secrets = secret_references(job)
 
     check_rank_names(job)
     names = [rank_name(job.name, rank) for rank in range(job.nodes)]
@@ -219,10 +388,18 @@ def plan_job(
     head_env = ranks[0]["env"]
     if job.command is not None:
         mode = "command"
-        argv = [expand(arg, head_env) for arg in job.command + job.args]
+        words = job.command + job.args
     else:
         mode = "script"
-        argv = [expand(arg, head_env) for arg in job.args]
+        words = job.args
+    argv = [expand(arg, head_env) for arg in words]
+    # An argument naming a secret env key shows the reference in argv; the
+    # node runtime puts the value in (secret_args), never the controller.
+    secret_args = []
+    for index, arg in enumerate(words):
+        parts = _secret_parts(arg, head_env, secrets)
+        if parts is not None:
+            secret_args.append({"index": index, "parts": parts})
 
     return {
         "job": job.name,
@@ -231,12 +408,113 @@ def plan_job(
         "argv": argv,
         "script": job.script,
         "cwd": job.cwd or "/",
+        # secret://NAME env values stay references here; the node runtime
+        # resolves them from the values the play delivers separately.
+        "secret_env": secrets,
+        "secret_args": secret_args,
+        "files": planned_files,
         "kill_grace": kill_grace,
         "timeout": job.timeout_seconds,  # policy.timeout.execute; None: none
+        "resources": plan_resources(job),
         "implementation": job.implementation,
+        # argv prefix of rank 0: the MPI launcher, or [] (generic, plain).
+        "launcher": launcher(
+            job.implementation, head_vars.get("MULTINODE_HOSTLIST", ""), total, wrapper_path
+        ),
         "nodes": job.nodes,
         "slots_per_node": slots,
         "total_slots": total,
         "unsupported": notes,
         "ranks": ranks,
     }
+
+
+def plan_resources(job: Job) -> Dict[str, Any]:
+    """What each rank (or task) asks of its node: ``cores`` (``resource.cpu.cores``,
+    the CPUs it is bound to; None: not bound) and ``memory_bytes``
+    (``resource.memory.size``, times the cores when ``memory.by-core``;
+    None: no request). A node that has less refuses the job before it starts."""
+    memory = job.memory_bytes
+    if memory is not None and job.memory_by_core:
+        memory *= job.cores or 1
+    return {"cores": job.cores, "memory_bytes": memory}
+
+
+def task_name(job: str, task_id: int) -> str:
+    """Host name of task ``task_id`` of task-array job ``job``."""
+    return "%s-%d" % (job, task_id)
+
+
+def plan_task_array(
+    job: Union[Job, Mapping[str, Any]],
+    nodes: Sequence[Mapping[str, Any]],
+    **options: Any,
+) -> Dict[str, Any]:
+    """Render the spec of a task-array job: the spec ``plan_job`` renders for
+    one run of the job, whose ``ranks`` are the tasks instead.
+
+    Task ``t`` (``start`` to ``end``) is rank entry ``t - start`` with host
+    name ``<job>-t``, ``FB_TASK_ID=t`` and its log ``task-t.log``; tasks are
+    placed round-robin on ``nodes`` (1 to ``job.max_hosts`` of them). In
+    command mode each task's ``argv`` is expanded from its own environment,
+    so ``$FB_TASK_ID`` and ``$HOSTNAME`` are the task's. ``task_array`` gives
+    ``start``, ``end`` and the ``concurrency`` the head enforces (the
+    Fuzzfile's, else one task per node at a time).
+    """
+    if isinstance(job, Job):
+        job = job.to_dict()
+    if not isinstance(job, Mapping):
+        raise FuzzfileError("job: must be a job mapping, got %s" % type(job).__name__)
+    job = Job.from_dict(job)
+    if job.task_array is None:
+        raise FuzzfileError("job: %s has no task-array" % job.name)
+    if job.multinode:
+        raise FuzzfileError(
+            "jobs.%s: a task array of multinode jobs cannot run: task host names "
+            "%s-<task> and rank host names %s-<rank> would be the same names"
+            % (job.name, job.name, job.name)
+        )
+    if not isinstance(nodes, (list, tuple)) or not 1 <= len(nodes) <= job.max_hosts:
+        raise FuzzfileError(
+            "nodes: task array %r runs on 1 to %d node(s) (its tasks, at most "
+            "task-array.concurrency), got %s"
+            % (job.name, job.max_hosts, len(nodes) if isinstance(nodes, (list, tuple)) else nodes)
+        )
+    # One run of the job on the first node: everything but the tasks.
+    spec = plan_job(dataclasses.replace(job, task_array=None), [nodes[0]], **options)
+    checked = _check_nodes(dataclasses.replace(job, nodes=len(nodes)), nodes)
+    base = {k: v for k, v in spec["ranks"][0]["env"].items() if k != "HOSTNAME"}
+    notes = spec["unsupported"]
+    if "FB_TASK_ID" in base:
+        notes.append("jobs.%s.env: FB_TASK_ID is set by the runtime; the job's value is ignored"
+                     % job.name)
+    words = (job.command or []) + job.args
+    tasks: List[Dict[str, Any]] = []
+    for index, task_id in enumerate(range(job.task_array.start, job.task_array.end + 1)):
+        node = checked[index % len(checked)]
+        name = task_name(job.name, task_id)
+        env = dict(base, HOSTNAME=name, FB_TASK_ID=str(task_id))
+        tasks.append(
+            {
+                "rank": index,
+                "name": name,
+                "task_id": task_id,
+                "node": node["node"],
+                "address": node["address"],
+                "slots": spec["slots_per_node"],
+                "env": env,
+                "argv": [expand(arg, env) for arg in words],
+                "log": "task-%d.log" % task_id,
+            }
+        )
+    spec.update(
+        argv=[],  # each task has its own
+        nodes=len(checked),
+        ranks=tasks,
+        task_array={
+            "start": job.task_array.start,
+            "end": job.task_array.end,
+            "concurrency": job.task_array.concurrency or len(checked),
+        },
+    )
+    return spec

@@ -37,7 +37,7 @@ description:
     listed in RV(workflow.unsupported) and RV(job.unsupported), and reported as warnings,
     as are RV(workflow.warnings).
   - >-
-    The selected job must be runnable under its rank host names: the module fails when
+    Every job to run must be runnable under its rank host names: the module fails when
     C(<job>-<rank>) would be longer than 63 characters (one DNS label).
   - The result's RV(job) is the input of M(fuzz.multinode.rank_plan).
 author:
@@ -61,18 +61,35 @@ options:
     required: true
   job:
     description:
-      - Name of the job to select (a key under C(jobs)), returned as RV(job).
-      - May be omitted when the workflow has exactly one job; with several jobs the module
-        fails and lists their names. The whole workflow is validated either way.
+      - Name of the job to select (a key under C(jobs)), returned as RV(job) and as the
+        only entry of RV(run).
+      - When omitted, RV(run) lists every job of the workflow in dependency order (the
+        whole workflow runs), and RV(job) is returned only when the workflow has exactly
+        one job. The whole workflow is validated either way.
+      - Services are not run, so a workflow run whose jobs depend on a service is refused.
     type: str
+  secret_names:
+    description:
+      - >-
+        The names of the secrets that can be given to the jobs (the keys of
+        C(fuzz_multinode_secrets)). When given, a job to run whose C(env) has a
+        C(secret://NAME) value with a NAME not in this list fails the module, naming the
+        job, the C(env) key and the reference, before any host is touched.
+      - Names only; secret values never pass through this module.
+    type: list
+    elements: str
 notes:
   - >-
     The file is parsed with PyYAML's safe loader, adjusted to be closer to the YAML 1.2
     parser Fuzzball uses: only C(true) and C(false) are booleans (C(yes), C(no), C(on)
     and C(off) stay strings), dates stay strings, and a key repeated in one mapping is an
     error.
-  - Only C(generic) multinode jobs and jobs without a C(multinode) section can run; other
-    implementations are accepted here and rejected by M(fuzz.multinode.rank_plan).
+  - >-
+    C(multinode.implementation) V(generic) runs the command as given; V(openmpi), V(ompi)
+    and V(mpich) run it under the MPI launcher across all ranks, as Fuzzball does (see
+    M(fuzz.multinode.rank_plan)). V(gasnet) jobs are refused here, before any host is
+    touched: this collection has no GASNet launcher; the message says how to run such a
+    program as a V(generic) job with GASNet's ssh spawner instead.
 seealso:
   - module: fuzz.multinode.rank_plan
 """
@@ -181,11 +198,18 @@ workflow:
         - Every service by name, normalized, in the form of RV(job) with RV(job.kind) V(service).
       type: dict
       returned: success
+run:
+  description:
+    - The jobs to run, in dependency order, each in the form of RV(job); the one named by
+      O(job), or every job of the workflow.
+  returned: success
+  type: list
+  elements: dict
 job:
   description:
     - The selected job, normalized (defaults merged). Pass it unchanged to
       M(fuzz.multinode.rank_plan).
-  returned: success
+  returned: when O(job) is given or the workflow has exactly one job
   type: dict
   contains:
     name:
@@ -230,13 +254,22 @@ job:
       returned: success
       sample: [[PATH, /usr/local/bin:/usr/bin:/bin]]
     secret_env:
-      description: Keys of RV(job.env) whose value is a C(secret://) reference.
+      description:
+        - Keys of RV(job.env) whose value is a C(secret://) reference.
+        - >-
+          run-job.yml resolves C(secret://NAME) from the variable C(fuzz_multinode_secrets)
+          (NAME to value, normally a vault-encrypted vars file) on the job's nodes; the
+          values never appear in a module result or the play's output.
       type: list
       elements: str
       returned: success
       sample: []
     cwd:
-      description: The job's C(cwd), or V(null) when not set.
+      description:
+        - The job's C(cwd), or V(null) when not set (the job then runs in V(/)).
+        - >-
+          Every rank runs in it; it is not created, and a job whose user cannot enter it on
+          one of its nodes fails before it starts.
       type: str
       returned: success
       sample: null
@@ -310,7 +343,12 @@ job:
       returned: success
       sample: 1
     files:
-      description: C(files), container path to the name of a top-level C(files) entry.
+      description:
+        - C(files), container path to the name of a top-level C(files) entry.
+        - >-
+          run-job.yml writes each one at its path on every node of the job, as the job user,
+          before the job starts, and removes it at cleanup (see
+          M(fuzz.multinode.rank_plan)'s RV(fuzz.multinode.rank_plan#module:spec.files)).
       type: dict
       returned: success
       sample: {/etc/solver.conf: solver.conf}
@@ -385,9 +423,13 @@ from ansible_collections.fuzz.multinode.plugins.module_utils.fuzzfile import (
     FuzzfileError,
     not_executed_yet,
     parse_workflow,
-    select_job,
+    require_runnable,
+    select_run,
 )
-from ansible_collections.fuzz.multinode.plugins.module_utils.rank_env import check_rank_names
+from ansible_collections.fuzz.multinode.plugins.module_utils.rank_env import (
+    check_rank_names,
+    check_secrets,
+)
 
 
 def read_text(path: str) -> str:
@@ -402,6 +444,7 @@ def main() -> None:
         argument_spec=dict(
             path=dict(type="path", required=True),
             job=dict(type="str"),
+            secret_names=dict(type="list", elements="str"),
         ),
         supports_check_mode=True,
     )
@@ -423,19 +466,30 @@ def main() -> None:
             % (path, exc.object[exc.start], exc.start)
         )
 
+    name = module.params["job"]
     try:
         workflow = parse_workflow(text)
-        job = select_job(workflow, module.params["job"])
-        # Refused here, before any host is touched, rather than by rank_plan
-        # after the nodes were prepared.
-        check_rank_names(job)
+        run = select_run(workflow, name)
+        for job in run:
+            # Refused here, before any host is touched, rather than by
+            # rank_plan after the nodes were prepared.
+            check_rank_names(job)
+            require_runnable(job)
+            if module.params["secret_names"] is not None:
+                check_secrets(job, module.params["secret_names"])
     except FuzzfileError as exc:
         module.fail_json(msg="%s: %s" % (path, to_native(exc)))
 
-    for note in workflow.warnings + workflow.unsupported + job.unsupported + not_executed_yet(job):
+    notes = workflow.warnings + workflow.unsupported
+    for job in run:
+        notes += job.unsupported + not_executed_yet(job, whole_workflow=name is None)
+    for note in notes:
         module.warn("%s: %s" % (path, note))
 
-    module.exit_json(changed=False, workflow=workflow.to_dict(), job=job.to_dict())
+    result = dict(changed=False, workflow=workflow.to_dict(), run=[job.to_dict() for job in run])
+    if name is not None or len(workflow.jobs) == 1:
+        result["job"] = run[0].to_dict()
+    module.exit_json(**result)
 
 
 if __name__ == "__main__":

@@ -29,6 +29,35 @@ description:
     empty string, and there is no other shell processing (no word splitting, globbing or
     command substitution). In script mode the script text is not touched and RV(spec.argv)
     holds the expanded C(args).
+  - >-
+    As in Fuzzball, C(multinode.implementation) V(openmpi) (or V(ompi)) and V(mpich) run the
+    job's command or script under the MPI launcher across all ranks, so the job names only
+    the per-rank program (for example C(command: [/bin/sh, -c, mpi_hello_world])):
+    RV(spec.launcher) is C(mpirun -H <hostlist> --mca plm_rsh_agent <wrapper> -np <total>)
+    or C(mpiexec -hosts <hostlist> -launcher ssh -launcher-exec <wrapper> -n <total>), with
+    C(<hostlist>) the value of C(MULTINODE_HOSTLIST). The runtime looks C(mpirun) or
+    C(mpiexec) up on rank 0's C(PATH), so the job's C(env) must put the MPI's C(bin)
+    directory on C(PATH), as Fuzzball's examples do. V(generic) jobs and jobs without
+    C(multinode) run their command as given.
+  - >-
+    C(secret://NAME) values of the job's C(env) stay references in the spec: every rank's
+    RV(spec.ranks[].env) holds the reference, RV(spec.secret_env) maps each such key to its
+    NAME, and an argument that expands such a key (command mode, or C(args)) shows the
+    reference in RV(spec.argv) and is listed in RV(spec.secret_args). The node runtime puts
+    the values in when a rank starts, from values the play delivers to the nodes separately
+    (the C(fuzz.multinode.job) role takes them from C(fuzz_multinode_secrets)), so no value
+    ever appears in this module's result. With O(secret_names), a reference to a name not
+    among them is refused, naming the job, the C(env) key and the reference.
+  - >-
+    The job's C(files) are returned in RV(spec.files) with their contents from O(files),
+    for the node runtime to write, as the job user, on every node before the job starts.
+  - >-
+    A job with a C(task-array) is planned as its tasks: RV(spec.ranks) holds one entry per
+    task (C(start) to C(end)) with its C(task_id), host name C(<job>-<task id>),
+    C(FB_TASK_ID) in its C(env), its own expanded C(argv) and its C(log)
+    (C(task-<id>.log)), placed round-robin on O(nodes) (1 to C(max_hosts) of them), and
+    RV(spec.task_array) gives the C(concurrency) the head enforces (the Fuzzfile's, else
+    one task per node at a time). A task array of multinode jobs is refused.
   - This module only computes; it changes nothing.
 author:
   - fuzz.multinode developers (!UNKNOWN)
@@ -44,8 +73,8 @@ options:
     description:
       - The job, exactly as returned in RV(fuzz.multinode.fuzzfile#module:job).
       - >-
-        Only jobs without a C(multinode) section and C(generic) multinode jobs can be
-        planned; other implementations fail with a clear message.
+        Jobs of every C(multinode.implementation) can be planned except V(gasnet), which
+        fails with a message that names the field and says what to do instead.
     type: dict
     required: true
   nodes:
@@ -81,6 +110,21 @@ options:
     description: Seconds between SIGTERM and SIGKILL when a job's processes are stopped.
     type: int
     default: 10
+  files:
+    description:
+      - The workflow's top-level C(files), name to contents, as returned in
+        RV(fuzz.multinode.fuzzfile#module:workflow.files).
+      - Required when the job has C(files); entries the job does not reference are ignored.
+    type: dict
+  secret_names:
+    description:
+      - >-
+        The names of the secrets that can be delivered (the keys of
+        C(fuzz_multinode_secrets)). When given, a C(secret://NAME) env value whose NAME is
+        not in this list fails the module before anything runs.
+      - Names only; never pass secret values to this module.
+    type: list
+    elements: str
 seealso:
   - module: fuzz.multinode.fuzzfile
 """
@@ -157,23 +201,65 @@ spec:
       elements: str
       returned: success
       sample: [mpirun, -H, "generic-multinode-0:2,generic-multinode-1:2", -np, "4", mpi_hello_world]
+    launcher:
+      description:
+        - >-
+          The argv prefix rank 0 runs the job with, in front of RV(spec.argv) (command mode)
+          or of the script's path and RV(spec.argv) (script mode): the MPI launcher for
+          V(openmpi), V(ompi) and V(mpich); V([]) for V(generic) and jobs without C(multinode).
+      type: list
+      elements: str
+      returned: success
+      sample: [mpirun, -H, "hello-0:1,hello-1:1", --mca, plm_rsh_agent, /multinode/ssh-wrapper, -np, "2"]
     script:
       description: The script text in script mode, else V(null).
       type: str
       returned: success
       sample: null
     cwd:
-      description: Working directory of the head command (the job's C(cwd), default V(/)).
+      description:
+        - Working directory of every rank (the job's C(cwd), default V(/)). The node runtime
+          does not create it; the job fails before it starts on a node where the job user
+          cannot enter it.
       type: str
       returned: success
       sample: /
+    secret_env:
+      description: The job's C(env) keys whose value is a C(secret://NAME) reference, key to NAME.
+      type: dict
+      returned: success
+      sample: {API_TOKEN: user/api-token}
+    secret_args:
+      description:
+        - >-
+          The arguments of RV(spec.argv) that expand a secret C(env) key, by C(index), with
+          their C(parts): C([text, STRING]) and C([secret, NAME]) pieces the node runtime
+          joins with the secret values in place.
+      type: list
+      elements: dict
+      returned: success
+      sample: [{index: 2, parts: [[text, "Bearer "], [secret, user/api-token]]}]
+    files:
+      description:
+        - >-
+          The job's C(files), each C({path, name, contents}), in the job's order: written at
+          C(path) on every node of the job as the job user (mode 0644, missing parent
+          directories created as the job user) before the job starts, and removed again at
+          cleanup with the directories created for them. An existing regular file of the job
+          user is overwritten and kept; any other existing path fails the job.
+      type: list
+      elements: dict
+      returned: success
+      sample: [{path: /tmp/solver/solver.conf, name: solver.conf, contents: "tolerance = 1e-6\n"}]
     kill_grace:
       description: Seconds between SIGTERM and SIGKILL at cleanup.
       type: int
       returned: success
       sample: 10
     implementation:
-      description: V(generic), or V(null) for a job without C(multinode).
+      description: >-
+        The job's C(multinode.implementation) (V(generic), V(openmpi), V(ompi) or V(mpich)),
+        or V(null) for a job without C(multinode).
       type: str
       returned: success
       sample: generic
@@ -220,7 +306,9 @@ spec:
           description: Slots of this rank.
           type: int
         env:
-          description: The rank's environment (job C(env) plus runtime variables).
+          description: >-
+            The rank's environment (job C(env) plus runtime variables); C(secret://) values
+            stay references (see RV(spec.secret_env)).
           type: dict
       sample:
         - rank: 0
@@ -246,7 +334,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native
 
 from ansible_collections.fuzz.multinode.plugins.module_utils.fuzzfile import FuzzfileError
-from ansible_collections.fuzz.multinode.plugins.module_utils.rank_env import plan_job
+from ansible_collections.fuzz.multinode.plugins.module_utils.rank_env import plan_job, plan_task_array
 
 
 def main() -> None:
@@ -265,17 +353,23 @@ def main() -> None:
             user=dict(type="str", default="fuzz"),
             wrapper_path=dict(type="str", default="/multinode/ssh-wrapper"),
             kill_grace=dict(type="int", default=10),
+            files=dict(type="dict"),
+            secret_names=dict(type="list", elements="str"),
         ),
         supports_check_mode=True,
     )
     job = module.params["job"]
+    # A task array's "ranks" are its tasks, placed round-robin on the nodes.
+    plan = plan_task_array if job.get("task_array") else plan_job
     try:
-        spec = plan_job(
+        spec = plan(
             job,
             module.params["nodes"],
             user=module.params["user"],
             wrapper_path=module.params["wrapper_path"],
             kill_grace=module.params["kill_grace"],
+            files=module.params["files"],
+            secret_names=module.params["secret_names"],
         )
     except FuzzfileError as exc:
         module.fail_json(msg=to_native(exc))

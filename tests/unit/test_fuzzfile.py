@@ -16,7 +16,7 @@ from ansible_collections.fuzz.multinode.plugins.module_utils.fuzzfile import (
     Job,
     parse_memory_size,
     parse_workflow,
-    require_generic,
+    require_runnable,
     select_job,
 )
 
@@ -809,7 +809,7 @@ def test_non_text_input():
 
 
 # ---------------------------------------------------------------------------
-# select_job and require_generic
+# select_job and require_runnable
 
 
 def test_select_job():
@@ -834,22 +834,44 @@ def test_select_the_only_job():
     assert select_job(parse(workflow()), "solve").name == "solve"
 
 
-@pytest.mark.parametrize("implementation", ["ompi", "openmpi", "mpich", "gasnet"])
-def test_require_generic_rejects_other_implementations(implementation):
-    j = parse_job(multinode={"nodes": 2, "implementation": implementation})
+GASNET_REFUSED = (
+    "jobs.%s.multinode.implementation: 'gasnet' is not supported: fuzz.multinode has no "
+    "GASNet launcher (GASNet is not packaged in Debian, the OS its tests run on, so one could "
+    "not be tested); use implementation 'generic' and let GASNet's ssh spawner start the "
+    "processes through the wrapper: run the program with GASNET_SSH_CMD=$MULTINODE_SSH_WRAPPER, "
+    "GASNET_SSH_SERVERS=$MULTINODE_HOSTLIST_NOSLOTS and GASNET_SPAWNFN=S (udp conduit; "
+    "other conduits: GASNET_<CONDUIT>_SPAWNER=ssh)"
+)
+
+
+def test_require_runnable_refuses_gasnet_naming_the_field_and_the_way_out():
+    j = parse_job(multinode={"nodes": 2, "implementation": "gasnet"})
     with pytest.raises(FuzzfileError) as info:
-        require_generic(j)
-    assert str(info.value) == (
-        "jobs.solve.multinode.implementation: %r is not supported yet; only 'generic' "
-        "multinode jobs (or jobs without a multinode section) can run" % implementation
-    )
+        require_runnable(j)
+    assert str(info.value) == GASNET_REFUSED % "solve"
 
 
-def test_require_generic_accepts_generic_and_plain_jobs():
-    generic = parse_job(multinode={"nodes": 2, "implementation": "generic"})
+@pytest.mark.parametrize("implementation", ["generic", "openmpi", "ompi", "mpich"])
+def test_require_runnable_accepts_every_other_implementation(implementation):
+    j = parse_job(multinode={"nodes": 2, "implementation": implementation})
+    assert require_runnable(j) is j
+
+
+def test_require_runnable_accepts_plain_jobs():
     plain = parse_job()
-    assert require_generic(generic) is generic
-    assert require_generic(plain) is plain
+    assert require_runnable(plain) is plain
+
+
+def test_the_fuzzfile_module_refuses_gasnet_before_any_host(tmp_path):
+    """run-job.yml's first task: refused on the controller, so no node is
+    prepared for a job that cannot run (test_run_job_refusals.py checks
+    that no host is reached)."""
+    path = tmp_path / "gasnet.yml"
+    path.write_text(yaml.safe_dump(workflow({"chapel": job(
+        multinode={"nodes": 2, "implementation": "gasnet"})})))
+    rc, result = adhoc("fuzz.multinode.fuzzfile", "path=%s" % path)
+    assert rc != 0
+    assert result["msg"] == "%s: %s" % (path, GASNET_REFUSED % "chapel")
 
 
 # ---------------------------------------------------------------------------
@@ -910,6 +932,7 @@ def test_to_dict():
         "persist": None,
         "total_slots": 6,
         "tasks": 1,
+        "max_hosts": 2,
         "secret_env": ["TOKEN"],
     }
 
@@ -954,8 +977,8 @@ def dict_with(**changes):
             dict_with(comand=["x"]),
             "job.comand: unknown key; expected one of affinity, args, command, cores, "
             "cpu_sockets, cpu_threads, cwd, depends_on, devices, env, exclusive, expose_tcp, "
-            "expose_udp, files, image_secret, image_uri, implementation, kind, memory_by_core, "
-            "memory_bytes, mounts, name, network_isolated, nodes, persist, procs_per_node, "
+            "expose_udp, files, image_secret, image_uri, implementation, kind, max_hosts, "
+            "memory_by_core, memory_bytes, mounts, name, network_isolated, nodes, persist, procs_per_node, "
             "resource_annotations, restart, retry_attempts, script, secret_env, slots_per_node, "
             "task_array, tasks, timeout_seconds, total_slots, unsupported (did you mean "
             "'command'?)",
@@ -1182,7 +1205,6 @@ def test_module_playbook(tmp_path):
       fuzz.multinode.fuzzfile:
         path: %(multi)s
       register: several
-      ignore_errors: true
     - name: warnings
       fuzz.multinode.fuzzfile:
         path: %(multi)s
@@ -1218,7 +1240,6 @@ def test_module_playbook(tmp_path):
           - {node: n1, address: 10.0.0.1}
           - {node: n2, address: 10.0.0.2}
       register: openmpi
-      ignore_errors: true
 """ % {"bad": bad, "multi": multi, "dir": tmp_path, "binary": binary})
     rc, output = run_ansible(
         [
@@ -1241,9 +1262,11 @@ def test_module_playbook(tmp_path):
     )
     assert tasks["directory"]["msg"] == "%s: is a directory, not a Fuzzfile" % tmp_path
     assert tasks["binary"]["msg"] == "%s: not UTF-8 text (byte 0xff at offset 18)" % binary
-    assert tasks["several jobs, none chosen"]["msg"] == (
-        "%s: jobs: the workflow has 3 jobs; name the one to run: a, b, c" % multi
-    )
+    # Without a job name the whole workflow runs: every job, in dependency
+    # order, and no single `job` to pick.
+    several = tasks["several jobs, none chosen"]
+    assert [job["name"] for job in several["run"]] == ["a", "b", "c"]
+    assert "job" not in several
     assert tasks["warnings"]["warnings"] == [
         "%s: volumes: volumes are not supported yet; ignored" % multi,
         "%s: %s" % (multi, IMAGE_NOTE),
@@ -1259,10 +1282,11 @@ def test_module_playbook(tmp_path):
     assert tasks["plan b with the wrong node count"]["msg"] == (
         "nodes: job 'b' needs 2 node(s) (multinode.nodes), but 1 were given"
     )
-    assert tasks["plan c"]["msg"] == (
-        "jobs.c.multinode.implementation: 'openmpi' is not supported yet; only 'generic' "
-        "multinode jobs (or jobs without a multinode section) can run"
-    )
+    # An openmpi job runs its command under mpirun across both ranks.
+    assert tasks["plan c"]["spec"]["launcher"] == [
+        "mpirun", "-H", "c-0:1,c-1:1", "--mca", "plm_rsh_agent", "/multinode/ssh-wrapper",
+        "-np", "2"]
+    assert tasks["plan c"]["spec"]["argv"] == ["true"]
 
 
 def test_examples_are_copied_verbatim_from_the_spec():

@@ -30,7 +30,7 @@ from ansible_collections.fuzz.multinode.plugins.module_utils.fuzzfile import (
 from test_fuzzfile import IMAGE_NOTE, adhoc
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-PIPELINE = os.path.join(ROOT, "tests", "fuzzfiles", "workflow", "pipeline.yml")
+PIPELINE = os.path.join(ROOT, "examples", "pipeline.yml")
 DELETE = object()
 
 
@@ -1353,7 +1353,7 @@ def test_dependency_order_rejects_unknown_names():
 
 def test_module_returns_the_normalized_workflow():
     rc, result = adhoc("fuzz.multinode.fuzzfile",
-                       "path=tests/fuzzfiles/workflow/pipeline.yml job=solve")
+                       "path=examples/pipeline.yml job=solve")
     assert rc == 0, result
     with open(PIPELINE, encoding="utf-8") as handle:
         wf = parse_workflow(handle.read())
@@ -1363,9 +1363,9 @@ def test_module_returns_the_normalized_workflow():
                                            ["report"]]
     assert result["job"] == wf.jobs["solve"].to_dict()
     assert (result["job"]["total_slots"], result["job"]["timeout_seconds"]) == (4, 5400.0)
-    assert result["warnings"] == ["tests/fuzzfiles/workflow/pipeline.yml: " + note for note in [
+    assert result["warnings"] == ["examples/pipeline.yml: " + note for note in [
         IMAGE_NOTE,
-        "jobs.solve.depends-on: prepare not run first; run-job.yml runs this one job only",
+        "jobs.solve.depends-on: prepare not run first; -e job=solve runs this one job only",
         "jobs.solve.resource.memory: not enforced yet",
         "jobs.solve.resource.cpu.affinity: no CPU binding yet",
     ]]
@@ -1472,10 +1472,8 @@ def test_runner_names_what_it_does_not_carry_out_yet():
     )
     notes = not_executed_yet(select_job(workflow, "b"))
     assert notes == [
-        "jobs.b.depends-on: a not run first; run-job.yml runs this one job only",
-        "jobs.b.task-array: not run as a task array yet; the job runs once",
-        "jobs.b.files: not written to the nodes yet",
-        "jobs.b.env: TOKEN passed as the literal secret:// reference, not resolved",
+        "jobs.b.depends-on: a not run first; -e job=b runs this one job only",
+        # task arrays, files, secret:// env values and cwd are carried out: no note.
         "jobs.b.resource.memory: not enforced yet",
         "jobs.b.resource.cpu.affinity: no CPU binding yet",
     ]

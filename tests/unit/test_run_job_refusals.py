@@ -49,9 +49,14 @@ def test_fewer_hosts_than_nodes_fails_naming_both_numbers(tmp_path):
 
 
 def test_unsupported_implementation_is_refused(tmp_path):
-    rc, out = run(tmp_path, job(multinode={"nodes": 1, "implementation": "openmpi"}), hosts=1)
+    """gasnet, the one implementation this collection cannot run, is refused
+    by the first task, with the reason and the way out (the whole message is
+    checked in test_fuzzfile.py)."""
+    rc, out = run(tmp_path, job(multinode={"nodes": 1, "implementation": "gasnet"}), hosts=1)
     assert rc != 0
-    assert "jobs.solve.multinode.implementation: 'openmpi' is not supported yet" in out
+    assert ("jobs.solve.multinode.implementation: 'gasnet' is not supported: fuzz.multinode "
+            "has no GASNet launcher" in out)
+    assert "GASNET_SSH_CMD=$MULTINODE_SSH_WRAPPER" in out
 
 
 def test_invalid_fuzzfile_is_refused_with_the_field(tmp_path):

@@ -227,9 +227,14 @@ PREPARED_CASES = [
         "not a valid variable name (letters, digits and '_', not starting with a digit)")),
     ("too-many-nodes", "too-many-nodes.yml", None,
      "job too-many-nodes needs 3 nodes but the inventory group multinode has 2 hosts"),
-    ("not-generic", "not-generic.yml", None,
-     "jobs.not-generic.multinode.implementation: 'openmpi' is not supported yet; use 'generic' "
-     "and call the MPI launcher yourself with $MULTINODE_HOSTLIST and $MULTINODE_SSH_WRAPPER"),
+    # Refused by the fuzzfile module, before any host is touched.
+    ("gasnet", "gasnet.yml", None, in_file(
+        "gasnet.yml", "jobs.chapel.multinode.implementation: 'gasnet' is not supported: "
+        "fuzz.multinode has no GASNet launcher (GASNet is not packaged in Debian, the OS its "
+        "tests run on, so one could not be tested); use implementation 'generic' and let "
+        "GASNet's ssh spawner start the processes through the wrapper: run the program with "
+        "GASNET_SSH_CMD=$MULTINODE_SSH_WRAPPER, GASNET_SSH_SERVERS=$MULTINODE_HOSTLIST_NOSLOTS "
+        "and GASNET_SPAWNFN=S (udp conduit; other conduits: GASNET_<CONDUIT>_SPAWNER=ssh)")),
 ]
 
 

@@ -142,8 +142,8 @@ def test_command_mode_expands_variables_without_a_shell(tmp_path):
     rc, output, _ = run_job("command-mode.yml", tmp_path)
     assert rc == 0, output
     assert log_lines("command-mode", tmp_path) == [
-        "[6]",
-        "[command-mode-0:3,command-mode-1:3]",
+        "[4]",  # 2 nodes x 2 cores (a node has 2 CPUs at least)
+        "[command-mode-0:2,command-mode-1:2]",
         "[the job env says hi]",
         "[]",
         "[$(echo not a shell)]",

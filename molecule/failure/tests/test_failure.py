@@ -149,7 +149,7 @@ def unregister(job, nodes=NODES):
 def failure_message(output):
     """What the play reports as the job's failure (its last task), not the
     job log it shows before."""
-    marker = "TASK [fuzz.multinode.job : Report the job's result]"
+    marker = "TASK [fuzz.multinode.workflow : Report the workflow's result]"
     return output[output.rfind(marker):] if marker in output else ""
 
 

@@ -7,6 +7,10 @@
 - Open MPI's tree spawn: daemons on workers call the wrapper themselves;
 - MPICH's Hydra on 4 nodes, the wrapper as its ssh launcher (a hello world);
 - MPI runs that fail (a rank exits non-zero, a program that does not exist);
+- Fuzzball's own way (implementation openmpi/ompi, mpich): the Fuzzfile names
+  only the per-rank program and the runtime runs it under mpirun/mpiexec
+  (hello worlds, a ring and allreduce, script mode, a failing rank), and
+  gasnet refused before any node is touched;
 - Open MPI with root as the job user (last: it prepares the nodes for root).
 
 After every job no process of it may be left on any node. The check does not
@@ -93,7 +97,7 @@ class JobRun:
 
     def failure_message(self):
         """What the play reports as the job's failure (its last task)."""
-        marker = "TASK [fuzz.multinode.job : Report the job's result]"
+        marker = "TASK [fuzz.multinode.workflow : Report the workflow's result]"
         return self.output[self.output.rfind(marker):] if marker in self.output else ""
 
     def __repr__(self):  # shown by pytest when an assertion fails
@@ -280,6 +284,121 @@ def test_missing_mpi_program_fails_the_job(job_run):
 def test_missing_mpi_program_leaves_no_process(job_run):
     run = job_run("mpich-missing-program.yml")
     assert run.leftovers == NO_PROCESSES, run
+
+
+# -- Fuzzball's way: implementation openmpi/ompi and mpich ------------------------------------
+# The Fuzzfiles are written as the vendor's examples are: the per-rank program
+# only (`command: [/bin/sh, -c, mpi_hello_world]`), the MPI's bin directory
+# first on PATH in env; the runtime wraps the launcher around it.
+
+def test_openmpi_implementation_runs_the_program_on_every_rank(job_run):
+    """implementation openmpi, nodes 4: mpirun is put in front of the
+    command, so the job log holds exactly one hello line per rank, ranks
+    0-3 of 4, each from its own rank host name."""
+    run = job_run("openmpi-hello.yml")
+    assert run.rc == 0, run
+    assert len(run.lines()) == 4 and hello_ranks(run.lines()) == {
+        r: ("openmpi-hello-%d" % r, 4) for r in range(4)}, run
+
+
+def test_openmpi_implementation_leaves_no_process(job_run):
+    run = job_run("openmpi-hello.yml")
+    assert run.leftovers == NO_PROCESSES, run
+
+
+def test_openmpi_implementation_ranks_communicate(job_run):
+    """4 nodes x 2 slots (procs-per-node): mpirun gets -np 8 and 2 slots per
+    rank name, places 2 ranks on each node, and the ring and allreduce
+    results are right on every rank."""
+    run = job_run("openmpi-ring.yml")
+    assert run.rc == 0, run
+    assert allreduce_results(run.lines()) == communicated("openmpi-ring", 4, 2), run
+    assert len(run.lines()) == 8, run
+
+
+def test_openmpi_implementation_ring_leaves_no_process(job_run):
+    run = job_run("openmpi-ring.yml")
+    assert run.leftovers == NO_PROCESSES, run
+
+
+def test_mpich_implementation_runs_ranks_through_hydra(job_run):
+    """implementation mpich, 4 nodes, procs-per-node 2: mpiexec starts 8
+    ranks, 2 on each rank name, and they form one MPI job of 8. The program
+    and mpiexec the job's PATH finds are MPICH's (linked to libmpich) and
+    Hydra; an MPICH program started by Open MPI's mpirun, or by a launcher
+    not told the slots, would be 8 jobs of 1 or placed round-robin.
+    (MPIR_CVAR_DEBUG_SUMMARY would make MPICH's library say so in the log,
+    but mpiexec forwards its partial lines unsynchronized, gluing another
+    rank's hello line to it.)"""
+    run = job_run("mpich-hello.yml")
+    assert run.rc == 0, run
+    assert len(run.lines()) == 8 and hello_ranks(run.lines()) == {
+        r: ("mpich-hello-%d" % (r // 2), 8) for r in range(8)}, run
+    for node in NODES:
+        found = docker("exec", node, "sh", "-c",
+                       "PATH=/usr/lib64/mpich/bin:/usr/local/bin:/usr/bin:/bin; "
+                       "readlink -f \"$(command -v mpiexec)\"; ldd \"$(command -v mpi_hello_world)\"")
+        assert found.stdout.startswith("/usr/bin/mpiexec.hydra\n"), (node, found)
+        assert re.search(r"^\s+libmpich\.so\.\d+ => ", found.stdout, re.M), (node, found)
+        assert "libmpi.so" not in found.stdout, (node, found)  # Open MPI's library
+
+
+def test_mpich_implementation_leaves_no_process(job_run):
+    run = job_run("mpich-hello.yml")
+    assert run.leftovers == NO_PROCESSES, run
+
+
+def test_script_runs_as_every_rank_under_the_launcher(job_run):
+    """Script mode, implementation ompi: the script, written at the same
+    path on every node, runs as each MPI rank on that rank's node as the job
+    user (so it is readable and executable there), with the job's args
+    (expanded, one word each), and the ranks communicate."""
+    run = job_run("ompi-script.yml")
+    assert run.rc == 0, run
+    said = sorted(line for line in run.lines() if line.startswith("script on"))
+    assert said == [
+        "script on ompi-script-%d as fuzz: MPI rank %d of 4, 2 args: [4] [two words]" % (r, r)
+        for r in range(4)], run
+    assert allreduce_results(run.lines()) == communicated("ompi-script", 4, 1), run
+
+
+def test_script_under_the_launcher_leaves_no_process(job_run):
+    run = job_run("ompi-script.yml")
+    assert run.leftovers == NO_PROCESSES, run
+
+
+def test_failing_rank_fails_an_openmpi_implementation_job(job_run):
+    """MPI rank 5 (third node) exits 3 before MPI_Init: mpirun aborts the
+    run and exits 3, and the job fails with that status, Open MPI's
+    explanation in the job log."""
+    run = job_run("openmpi-fails.yml")
+    assert run.rc != 0, run
+    assert ("rank 0 (openmpi-fails-0 on %s) exited with status 3" % NODES[0]
+            in run.failure_message()), run
+    assert "MPI rank 5 on openmpi-fails-2 fails" in run.lines(), run
+    assert "1 process returned\na non-zero exit code" in run.log(), run
+    assert "allreduce rank" not in run.log(), run
+
+
+def test_failing_openmpi_implementation_job_leaves_no_process(job_run):
+    run = job_run("openmpi-fails.yml")
+    assert run.leftovers == NO_PROCESSES, run
+
+
+def test_gasnet_is_refused_before_any_node_is_touched(job_run):
+    """The fuzzfile module, run-job.yml's first task, refuses gasnet with
+    the reason and the way out; no task runs on any node, and no node has
+    the job registered or its rank names in /etc/hosts."""
+    run = job_run("gasnet.yml")
+    assert run.rc != 0, run
+    assert ("jobs.chapel-hello.multinode.implementation: 'gasnet' is not supported: "
+            "fuzz.multinode has no GASNet launcher" in run.output), run
+    assert "GASNET_SSH_CMD=$MULTINODE_SSH_WRAPPER" in run.output, run
+    assert "fmn-mpi-node" not in run.output, run
+    for node in NODES:
+        untouched = docker("exec", node, "sh", "-c", "test ! -e /run/fuzz-multinode/jobs/chapel-hello"
+                           " && ! grep -q chapel-hello /etc/hosts")
+        assert untouched.returncode == 0, (node, untouched)
 
 
 # -- Open MPI with root as the job user (last: the nodes are prepared for root) -------------

@@ -278,7 +278,7 @@ def test_command_mode_expands_every_multinode_variable(command, head_ip):
         "arg [hostlist=%s]" % hosts,
         "arg [noslots=%s]" % noslots,
         "arg [noslots-unbraced=%s]" % noslots,
-        "arg [total=6]",  # 3 nodes x procs-per-node 2 (not cores: 4)
+        "arg [total=6]",  # 3 nodes x procs-per-node 2 (not cores: 1)
         "arg [ip=%s]" % head_ip,
         "arg [ssh=%s]" % WRAPPER,
         "arg [rsh=%s]" % WRAPPER,

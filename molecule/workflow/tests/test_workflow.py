@@ -1,0 +1,267 @@
+"""Verifier of the workflow scenario: whole Fuzzfile workflows (job DAGs)
+run through run-job.yml without -e job, exactly as a user runs them, on a
+real 3-node container cluster.
+
+What a user relies on: every job runs once, after the jobs it depends on;
+a failed job stops exactly its dependants, and the run fails naming the
+failed job and the jobs that were not run; each job has its own log; no job
+process is left on any node.
+"""
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, os.path.join(os.environ["MOLECULE_PROJECT_DIRECTORY"], "molecule", "shared"))
+import fuzz_playbook as user_playbook  # noqa: E402  (run-job.yml as a user runs it)
+
+EPHEMERAL = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"])
+PROJECT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
+FUZZFILES = PROJECT / "tests" / "fuzzfiles" / "workflow"
+NODES = ["fmn-workflow-node-1", "fmn-workflow-node-2", "fmn-workflow-node-3"]
+NO_PROCESSES = {name: [] for name in NODES}
+
+
+def docker(*args):
+    return subprocess.run(["docker"] + list(args), stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, timeout=120)
+
+
+def job_processes(node):
+    """Processes of the job user on a node, zombies included."""
+    out = docker("exec", node, "ps", "-e", "-o", "user=,pid=,stat=,args=").stdout
+    return [line for line in out.splitlines() if line.split()[:1] == ["fuzz"]]
+
+
+def processes_on_all_nodes():
+    return {node: job_processes(node) for node in NODES}
+
+
+class WorkflowRun:
+    """One finished run of run-job.yml on a workflow: exit status, output,
+    the logs it fetched and the job user's processes right after."""
+
+    def __init__(self, fuzzfile, logs, job=None):
+        """fuzzfile: a path, relative to tests/fuzzfiles/workflow."""
+        self.logs = logs
+        self.rc, self.output, self.seconds = user_playbook.run_job(FUZZFILES / fuzzfile, logs, job)
+        self.leftovers = processes_on_all_nodes()
+
+    def log(self, job):
+        return (self.logs / (job + ".log")).read_text()
+
+    def started(self):
+        """The jobs in the order the play started them."""
+        return re.findall(r"^TASK \[fuzz.multinode.job : Run rank 0 of ([-a-z0-9]+) on the head",
+                          self.output, re.M)
+
+    def outcome_rows(self):
+        """The outcome table's rows: {job: (status, details)}."""
+        table = self.output[self.output.rfind("TASK [fuzz.multinode.workflow : Show the outcome of every job]"):]
+        rows = {}
+        for match in re.finditer(r"^    - '?([-a-z0-9]+) +([A-Z_]+) +([-0-9.]+)(.*?)'?$", table, re.M):
+            rows[match.group(1)] = match.group(2)
+        return rows
+
+    def failure(self):
+        marker = "TASK [fuzz.multinode.workflow : Report the workflow's result]"
+        tail = self.output[self.output.rfind(marker):] if marker in self.output else ""
+        found = re.search(r"^\[ERROR\]: Task failed: Action failed: (.*)$", tail, re.M)
+        return found.group(1) if found else ""
+
+
+# -- the smallest workflow, run by converge.yml ------------------------------
+
+def test_converge_ran_both_jobs_in_order_on_their_nodes():
+    logs = EPHEMERAL / "fuzz-logs"
+    assert (logs / "first.log").read_text() == "first on first-0\n"
+    # The dependant ran on 3 nodes, after `first` (it would not run at all
+    # had `first` not finished).
+    assert (logs / "second.log").read_text() == "second on second-0 with 3 slots\n"
+
+
+# -- a fan-out and fan-in with a failing branch ------------------------------
+
+@pytest.fixture(scope="module")
+def failing_branch(tmp_path_factory):
+    return WorkflowRun("failing-branch.yml", tmp_path_factory.mktemp("failing-branch"))
+
+
+def test_failing_branch_fails_the_run_naming_the_job_and_what_did_not_run(failing_branch):
+    assert failing_branch.rc != 0
+    assert failing_branch.failure() == (
+        "workflow failed: left FAILED: rank 0 (left-0 on fmn-workflow-node-1) exited with "
+        "status 3; join NOT_RUN: job join not run: it depends on left, which did not finish")
+
+
+def test_failing_branch_runs_every_job_that_does_not_need_it(failing_branch):
+    """Only `join` needs `left`; everything else runs, and once."""
+    assert sorted(failing_branch.started()) == ["after-right", "left", "lone", "right", "start"]
+    for job, line in [("start", "start ran on start-0"), ("right", "right ran"),
+                      ("after-right", "after-right ran"), ("lone", "lone ran"),
+                      ("left", "left is failing")]:
+        assert failing_branch.log(job) == line + "\n", job
+    assert not (failing_branch.logs / "join.log").exists()
+
+
+def test_failing_branch_runs_jobs_after_their_dependencies(failing_branch):
+    started = failing_branch.started()
+    assert started.index("start") < started.index("left")
+    assert started.index("start") < started.index("right")
+    assert started.index("right") < started.index("after-right")
+
+
+def test_failing_branch_shows_every_jobs_outcome(failing_branch):
+    assert failing_branch.outcome_rows() == {
+        "start": "FINISHED", "left": "FAILED", "right": "FINISHED", "join": "NOT_RUN",
+        "after-right": "FINISHED", "lone": "FINISHED"}
+
+
+def test_failing_branch_leaves_no_process(failing_branch):
+    assert failing_branch.leftovers == NO_PROCESSES
+
+
+# -- one job of a workflow ---------------------------------------------------
+
+def test_naming_a_job_runs_only_that_job_and_says_its_dependencies_did_not_run(tmp_path):
+    run = WorkflowRun("failing-branch.yml", tmp_path, job="right")
+    assert run.rc == 0, run.output
+    assert run.started() == ["right"]
+    assert [p.name for p in tmp_path.iterdir() if p.suffix == ".log"] == ["right.log"]
+    assert "jobs.right.depends-on: start not run first; -e job=right runs this one job only" in run.output
+
+
+# -- task arrays -------------------------------------------------------------
+
+TASK_LINE = re.compile(r"^task (\d+) is (\S+) HOSTNAME=(\S+) on (\S+)\nstart (\S+)\nend (\S+)\n\Z")
+
+
+@pytest.fixture(scope="module")
+def task_array(tmp_path_factory):
+    return WorkflowRun("task-array.yml", tmp_path_factory.mktemp("task-array"))
+
+
+def task_records(run):
+    """{task id: (host name, HOSTNAME, node, start, end)} from the per-task logs."""
+    records = {}
+    for path in sorted((run.logs / "sweep").iterdir()):
+        found = TASK_LINE.match(path.read_text())
+        assert found, "%s: %r" % (path.name, path.read_text())
+        assert path.name == "task-%s.log" % found.group(1)
+        records[int(found.group(1))] = (found.group(2), found.group(3), found.group(4),
+                                        float(found.group(5)), float(found.group(6)))
+    return records
+
+
+def most_at_once(intervals):
+    """The largest number of (start, end) intervals that overlap."""
+    edges = sorted([(start, 1) for start, _ in intervals] + [(end, -1) for _, end in intervals],
+                   key=lambda edge: (edge[0], edge[1]))
+    most = now = 0
+    for _, step in edges:
+        now += step
+        most = max(most, now)
+    return most
+
+
+def test_task_array_runs_every_task_once_with_its_id_and_host_name(task_array):
+    assert task_array.rc == 0, task_array.output
+    records = task_records(task_array)
+    assert sorted(records) == list(range(1, 9))
+    for task_id, (hostname, env_hostname, _, _, _) in records.items():
+        assert (hostname, env_hostname) == ("sweep-%d" % task_id,) * 2
+
+
+def test_task_array_runs_at_most_concurrency_tasks_at_once(task_array):
+    records = task_records(task_array).values()
+    # 8 tasks of 2 s, 4 at a time: never more than 4, and they did overlap.
+    assert most_at_once([(start, end) for _, _, _, start, end in records]) == 4
+
+
+def test_task_array_spreads_tasks_over_the_nodes(task_array):
+    """4 at a time on 3 nodes: every node runs tasks, none more than 2 at once."""
+    records = task_records(task_array).values()
+    for node in NODES:
+        mine = [(start, end) for _, _, where, start, end in records if where == node]
+        assert mine, "no task ran on %s" % node
+        assert most_at_once(mine) <= 2, node
+
+
+def test_task_array_job_log_tells_each_task_start_and_end(task_array):
+    lines = task_array.log("sweep").splitlines()
+    for task_id in range(1, 9):
+        assert len([line for line in lines if re.match(
+            r"fuzz.multinode: task sweep-%d started on fmn-workflow-node-\d$" % task_id, line)]) == 1
+        assert lines.count("fuzz.multinode: task sweep-%d finished" % task_id) == 1
+
+
+def test_task_array_leaves_no_process(task_array):
+    assert task_array.leftovers == NO_PROCESSES
+
+
+@pytest.fixture(scope="module")
+def failing_tasks(tmp_path_factory):
+    return WorkflowRun("task-array-failing.yml", tmp_path_factory.mktemp("task-array-failing"))
+
+
+def test_failing_task_fails_the_job_after_the_started_tasks_finished(failing_tasks):
+    assert failing_tasks.rc != 0
+    assert ("all-at-once FAILED: task array all-at-once: 1 of 4 tasks failed: "
+            "all-at-once-2 on fmn-workflow-node-2 (status 5)") in failing_tasks.failure()
+    # Tasks 1, 3 and 4 had started; they ran to their end (3 s after task 2 failed).
+    for task_id in (1, 3, 4):
+        assert (failing_tasks.logs / "all-at-once" / ("task-%d.log" % task_id)).read_text() == (
+            "task %d done\n" % task_id)
+
+
+def test_failing_task_stops_new_tasks_from_starting(failing_tasks):
+    assert ("one-at-a-time FAILED: task array one-at-a-time: 1 of 3 tasks failed: "
+            "one-at-a-time-1 on fmn-workflow-node-1 (status 7); 2 not started") in failing_tasks.failure()
+    assert sorted(p.name for p in (failing_tasks.logs / "one-at-a-time").iterdir()) == ["task-1.log"]
+    assert "task one-at-a-time-2" not in failing_tasks.log("one-at-a-time")
+
+
+def test_failing_tasks_leave_no_process(failing_tasks):
+    assert failing_tasks.leftovers == NO_PROCESSES
+
+
+# -- the bundled example: prepare -> 2-node Open MPI solve -> analyses -> report
+
+@pytest.fixture(scope="module")
+def pipeline(tmp_path_factory):
+    return WorkflowRun(PROJECT / "examples" / "pipeline.yml", tmp_path_factory.mktemp("pipeline"))
+
+
+def test_pipeline_example_runs_every_stage_in_dependency_order(pipeline):
+    assert pipeline.rc == 0, pipeline.output
+    started = pipeline.started()
+    assert started[:2] == ["prepare", "solve"]
+    assert sorted(started[2:4]) == ["energy", "residual"]
+    assert started[4:] == ["report"]
+    assert pipeline.outcome_rows() == dict.fromkeys(started, "FINISHED")
+
+
+def test_pipeline_example_stages_print_their_results(pipeline):
+    # prepare and energy read the top-level file placed by the job's `files`.
+    assert pipeline.log("prepare") == "settings ok\n"
+    assert pipeline.log("energy") == "energy analysis on energy-0 with 2 settings\n"
+    assert pipeline.log("residual") == "residual analysis done\n"
+    assert pipeline.log("report") == "report written in /tmp\n"  # its cwd
+
+
+def test_pipeline_example_solves_with_open_mpi_over_both_nodes(pipeline):
+    """implementation: openmpi, nodes 2, cores 2: mpirun runs 4 ranks, two
+    under each rank host name, and their output is in the job log."""
+    lines = sorted(pipeline.log("solve").splitlines())
+    assert lines == sorted("Hello world from processor solve-%d, rank %d out of 4 processors"
+                           % (rank // 2, rank) for rank in range(4)), lines
+
+
+def test_pipeline_example_leaves_no_process_and_no_job_file(pipeline):
+    assert pipeline.leftovers == NO_PROCESSES
+    for node in NODES:
+        assert docker("exec", node, "test", "-e", "/tmp/solver.conf").returncode == 1, node

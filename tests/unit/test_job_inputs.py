@@ -1,0 +1,435 @@
+"""Job inputs carried out on the nodes: secret:// env values, job files and
+cwd. The controller's part (rank_env: references, the missing-secret check,
+the files plan) and the node runtime's pure parts (resolving secrets,
+writing files as the calling user, checking cwd, removing what it created).
+The whole path, as the job user on real nodes, is the Molecule scenario
+default (molecule/default/tests/test_job_inputs.py)."""
+
+import importlib.util
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ansible_collections.fuzz.multinode.plugins.module_utils.fuzzfile import (
+    FuzzfileError,
+    Job,
+    parse_workflow,
+    select_job,
+)
+from ansible_collections.fuzz.multinode.plugins.module_utils.rank_env import (
+    check_secrets,
+    missing_secrets,
+    plan_files,
+    plan_job,
+    secret_references,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+RUNTIME = ROOT / "files" / "multinode-runtime.py"
+_spec = importlib.util.spec_from_file_location("multinode_runtime_inputs", RUNTIME)
+runtime = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(runtime)
+
+WRAPPER = "/multinode/ssh-wrapper"
+NODES = [{"node": "node-1", "address": "10.0.0.1"}, {"node": "node-2", "address": "10.0.0.2"}]
+
+
+def make_job(**fields):
+    base = dict(name="solve", image_uri="docker://alpine", command=["true"], nodes=2,
+                implementation="generic")
+    base.update(fields)
+    return Job(**base)
+
+
+def plan(job, **kwargs):
+    return plan_job(job, NODES[:job.nodes], user="fuzz", wrapper_path=WRAPPER, kill_grace=10,
+                    **kwargs)
+
+
+# ---------------------------------------------------------------------------
+# secret references (controller)
+
+
+def test_secret_references_are_the_env_values_starting_with_secret_scheme():
+    job = make_job(env=[("PLAIN", "x"), ("TOKEN", "secret://user/token"),
+                        ("NOT_A_REF", "see secret://user/x"), ("DB", "secret://group/db")])
+    assert secret_references(job) == {"TOKEN": "user/token", "DB": "group/db"}
+
+
+def test_secret_references_skip_keys_the_runtime_sets():
+    """Their job value is dropped, so their secret is never needed."""
+    job = make_job(env=[("RANK", "secret://user/r"), ("HOSTNAME", "secret://user/h"),
+                        ("MULTINODE_HOSTLIST", "secret://user/m"), ("OK", "secret://user/ok")])
+    assert secret_references(job) == {"OK": "user/ok"}
+    # Without multinode the runtime sets HOSTNAME only.
+    single = make_job(nodes=1, implementation=None, env=[("RANK", "secret://user/r")])
+    assert secret_references(single) == {"RANK": "user/r"}
+
+
+def test_missing_secrets_name_job_key_and_reference():
+    job = make_job(env=[("TOKEN", "secret://user/token"), ("DB", "secret://group/db"),
+                        ("HAVE", "secret://user/have")])
+    assert missing_secrets(job, ["user/have", "user/other", 7]) == [
+        "jobs.solve.env.TOKEN: secret://user/token is not defined in fuzz_multinode_secrets",
+        "jobs.solve.env.DB: secret://group/db is not defined in fuzz_multinode_secrets",
+    ]
+    assert missing_secrets(job, ["user/token", "group/db", "user/have"]) == []
+
+
+def test_check_secrets_message_lists_every_missing_one_and_says_where_they_go():
+    job = make_job(env=[("TOKEN", "secret://user/token"), ("DB", "secret://group/db")])
+    with pytest.raises(FuzzfileError) as info:
+        check_secrets(job, {})
+    assert str(info.value) == (
+        "jobs.solve.env.TOKEN: secret://user/token is not defined in fuzz_multinode_secrets; "
+        "jobs.solve.env.DB: secret://group/db is not defined in fuzz_multinode_secrets "
+        "(fuzz_multinode_secrets maps each secret name, such as user/token, to its value; "
+        "keep it in a vault-encrypted vars file and pass it with -e @FILE)")
+    check_secrets(job, ["user/token", "group/db"])  # all there: no error
+
+
+def test_plan_keeps_references_on_every_rank_and_lists_them():
+    job = make_job(env=[("TOKEN", "secret://user/token"), ("PLAIN", "x")])
+    spec = plan(job, secret_names=["user/token"])
+    assert [r["env"]["TOKEN"] for r in spec["ranks"]] == ["secret://user/token"] * 2
+    assert spec["secret_env"] == {"TOKEN": "user/token"}
+    assert spec["secret_args"] == []
+
+
+def test_plan_refuses_a_missing_secret_only_when_names_are_given():
+    job = make_job(env=[("TOKEN", "secret://user/token")])
+    with pytest.raises(FuzzfileError, match=r"^jobs\.solve\.env\.TOKEN: secret://user/token is not"):
+        plan(job, secret_names=["user/other"])
+    assert plan(job)["secret_env"] == {"TOKEN": "user/token"}  # checked by whoever delivers
+
+
+def test_arguments_expanding_a_secret_show_the_reference_and_are_listed():
+    """The value goes into the argument on the node, never through the
+    controller; the rest of the argument is expanded as usual."""
+    job = make_job(env=[("TOKEN", "secret://user/token"), ("WHO", "me")],
+                   command=["curl", "-H", "Authorization: Bearer $TOKEN", "${TOKEN}"],
+                   args=["$WHO:${TOKEN}:$TOKEN$WHO", "$NOPE"])
+    spec = plan(job)
+    assert spec["argv"] == ["curl", "-H", "Authorization: Bearer secret://user/token",
+                            "secret://user/token", "me:secret://user/token:secret://user/tokenme", ""]
+    assert spec["secret_args"] == [
+        {"index": 2, "parts": [["text", "Authorization: Bearer "], ["secret", "user/token"]]},
+        {"index": 3, "parts": [["secret", "user/token"]]},
+        {"index": 4, "parts": [["text", "me:"], ["secret", "user/token"], ["text", ":"],
+                               ["secret", "user/token"], ["text", "me"]]},
+    ]
+
+
+def test_script_mode_args_expanding_a_secret_are_listed_by_their_index_in_argv():
+    job = make_job(command=None, script="#!/bin/sh\necho \"$TOKEN\"\n",
+                   env=[("TOKEN", "secret://user/token")], args=["plain", "$TOKEN"])
+    spec = plan(job)
+    assert spec["script"] == "#!/bin/sh\necho \"$TOKEN\"\n"  # its shell expands the value
+    assert spec["secret_args"] == [{"index": 1, "parts": [["secret", "user/token"]]}]
+
+
+# ---------------------------------------------------------------------------
+# files plan (controller)
+
+
+def test_files_plan_takes_the_contents_from_the_top_level_files():
+    workflow = parse_workflow(
+        "version: v4\n"
+        "files:\n  conf: \"a\\tb\\r\\nno newline \\u00fc\"\n  other: unused\n"
+        "jobs:\n  solve:\n    image: {uri: docker://x}\n    command: [\"true\"]\n"
+        "    files: {/tmp/x/solver.conf: 'file://conf', /tmp/copy: 'file://conf'}\n")
+    job = select_job(workflow, "solve")
+    expected = [
+        {"path": "/tmp/x/solver.conf", "name": "conf", "contents": "a\tb\r\nno newline \u00fc"},
+        {"path": "/tmp/copy", "name": "conf", "contents": "a\tb\r\nno newline \u00fc"},
+    ]
+    assert plan_files(job, workflow.files) == expected
+    assert plan_job(job.to_dict(), NODES[:1], user="fuzz", wrapper_path=WRAPPER, kill_grace=10,
+                    files=workflow.files)["files"] == expected
+    assert plan_files(make_job(), None) == []
+
+
+@pytest.mark.parametrize("files, message", [
+    (None, "jobs.solve.files./tmp/a: no entry 'conf' in the workflow's top-level files (none given)"),
+    ({"x": "1", "y": "2"}, "jobs.solve.files./tmp/a: no entry 'conf' in the workflow's top-level "
+                           "files (x, y)"),
+    ({"conf": 5}, "files.conf: must be the file's contents as a string, got int"),
+])
+def test_files_plan_refuses_missing_or_bad_contents(files, message):
+    with pytest.raises(FuzzfileError) as info:
+        plan_files(make_job(files={"/tmp/a": "conf"}), files)
+    assert str(info.value) == message
+
+
+@pytest.mark.parametrize("path", ["/", "/tmp/", "/tmp//a", "/tmp/./a", "/tmp/../etc/a", "/tmp/a/."])
+def test_files_plan_refuses_paths_that_are_not_normalized(path):
+    with pytest.raises(FuzzfileError) as info:
+        plan_files(make_job(files={path: "conf"}), {"conf": "x"})
+    assert str(info.value) == (
+        "jobs.solve.files.%s: must be a normalized absolute file path (no '.', '..' or empty "
+        "components, no trailing '/')" % path)
+
+
+# ---------------------------------------------------------------------------
+# node runtime: secrets
+
+
+@pytest.fixture
+def jobs_dir(tmp_path, monkeypatch):
+    """The runtime's job registry in a temporary directory."""
+    monkeypatch.setattr(runtime, "JOBS_DIR", str(tmp_path / "jobs"))
+    return tmp_path / "jobs"
+
+
+def register(jobs_dir, spec):
+    directory = jobs_dir / spec["job"]
+    directory.mkdir(parents=True)
+    (directory / "spec.json").write_text(json.dumps(spec))
+    return directory
+
+
+def secret_spec():
+    job = make_job(env=[("TOKEN", "secret://user/token"), ("PLAIN", "x")],
+                   command=["/bin/echo", "--token=$TOKEN"])
+    return plan(job)
+
+
+def test_secret_values_reach_the_env_and_argv_of_every_rank(jobs_dir, monkeypatch):
+    spec = secret_spec()
+    directory = register(jobs_dir, spec)
+    (directory / "secrets.json").write_text(json.dumps({"user/token": "v a l$ue"}))
+    user = runtime.pwd.getpwuid(os.getuid())
+    for rank in spec["ranks"]:
+        env = runtime.job_environment(spec, rank, user)
+        assert (env["TOKEN"], env["PLAIN"]) == ("v a l$ue", "x")
+    assert runtime.job_argv(spec) == ["/bin/echo", "--token=v a l$ue"]
+    # The spec itself (spec.json, readable by the job user) never holds it.
+    assert "v a l$ue" not in (directory / "spec.json").read_text()
+
+
+def test_a_secret_not_delivered_fails_the_rank_naming_it(jobs_dir):
+    spec = secret_spec()
+    register(jobs_dir, spec)
+    user = runtime.pwd.getpwuid(os.getuid())
+    with pytest.raises(runtime.RuntimeFailure, match=r"^the value of secret://user/token was not "
+                                                     r"delivered to node "):
+        runtime.job_environment(spec, spec["ranks"][1], user)
+
+
+@pytest.mark.parametrize("value, message", [
+    (["a"], "secret://user/token: its value in fuzz_multinode_secrets must be a string"),
+    ("a\0b", "secret://user/token: its value contains a NUL character, which an environment "
+             "variable cannot hold"),
+])
+def test_a_bad_secret_value_fails_without_showing_it(jobs_dir, value, message):
+    spec = secret_spec()
+    directory = register(jobs_dir, spec)
+    (directory / "secrets.json").write_text(json.dumps({"user/token": value}))
+    with pytest.raises(runtime.RuntimeFailure) as info:
+        runtime.job_argv(spec)
+    assert str(info.value) == message
+
+
+def test_an_integer_secret_value_is_used_as_its_digits(jobs_dir):
+    spec = secret_spec()
+    directory = register(jobs_dir, spec)
+    (directory / "secrets.json").write_text(json.dumps({"user/token": 1234}))
+    assert runtime.job_argv(spec) == ["/bin/echo", "--token=1234"]
+
+
+def test_secrets_command_keeps_only_the_referenced_values_root_only(jobs_dir, monkeypatch):
+    spec = secret_spec()
+    directory = register(jobs_dir, spec)
+    monkeypatch.setattr(runtime.sys, "stdin", _Stdin({"user/token": "t", "user/other": "o"}))
+    runtime.cmd_secrets([spec["job"]])
+    stored = directory / "secrets.json"
+    assert json.loads(stored.read_text()) == {"user/token": "t"}
+    assert stat.S_IMODE(stored.stat().st_mode) == 0o600
+
+
+def test_secrets_command_names_a_missing_value_never_a_given_one(jobs_dir, monkeypatch):
+    spec = secret_spec()
+    register(jobs_dir, spec)
+    monkeypatch.setattr(runtime.sys, "stdin", _Stdin({"user/other": "hidden-value"}))
+    with pytest.raises(runtime.RuntimeFailure) as info:
+        runtime.cmd_secrets([spec["job"]])
+    assert str(info.value) == "secrets: no value given for secret://user/token"
+
+
+class _Stdin:
+    def __init__(self, data):
+        self.text = json.dumps(data)
+
+    def read(self, *args):
+        text, self.text = self.text, ""
+        return text
+
+
+# ---------------------------------------------------------------------------
+# node runtime: files and cwd
+
+
+def me():
+    return runtime.pwd.getpwuid(os.getuid())
+
+
+def files_spec(tmp_path, files, cwd="/"):
+    spec = plan(make_job())
+    spec["files"] = [{"path": str(path), "name": "f", "contents": contents}
+                     for path, contents in files]
+    spec["cwd"] = cwd
+    return spec
+
+
+def test_files_are_written_byte_exact_with_their_parents_and_removed_at_cleanup(tmp_path, jobs_dir):
+    contents = "line one\r\n\ttab \u00fc \\n {{ not_templated }} no newline at end"
+    target = tmp_path / "new" / "deeper" / "job.conf"
+    kept = tmp_path / "kept.conf"
+    kept.write_text("old contents, longer than the new ones")
+    spec = files_spec(tmp_path, [(target, contents), (kept, "new")], cwd=str(tmp_path))
+    register(jobs_dir, spec)
+    runtime.prepare_inputs(spec, "node-1", me())
+    assert target.read_bytes() == contents.encode("utf-8")
+    assert stat.S_IMODE(target.stat().st_mode) == 0o644
+    assert kept.read_text() == "new"  # the job user's own file: overwritten
+    runtime.remove_job_files(spec["job"], me())
+    # What prepare created is gone, directories included; the job user's
+    # existing file stays (with the job's contents).
+    assert not (tmp_path / "new").exists()
+    assert kept.read_text() == "new"
+    assert not (jobs_dir / spec["job"] / "created.json").exists()
+
+
+def test_cleanup_keeps_a_created_directory_the_job_filled(tmp_path, jobs_dir):
+    target = tmp_path / "new" / "job.conf"
+    spec = files_spec(tmp_path, [(target, "x")])
+    register(jobs_dir, spec)
+    runtime.prepare_inputs(spec, "node-1", me())
+    (tmp_path / "new" / "result.dat").write_text("the job's output")
+    runtime.remove_job_files(spec["job"], me())
+    assert sorted(os.listdir(tmp_path / "new")) == ["result.dat"]
+
+
+def test_paths_that_are_not_the_job_users_to_write_fail_before_the_job_starts(
+        tmp_path, jobs_dir, monkeypatch):
+    """Every problem of the node in one message naming node, rank, paths and
+    reasons; nothing is followed or overwritten, and what was created before
+    the failure is still recorded for cleanup."""
+    (tmp_path / "plain").write_text("a file, not a directory")
+    (tmp_path / "target").write_text("the link's target")
+    (tmp_path / "link").symlink_to(tmp_path / "target")
+    os.mkfifo(tmp_path / "fifo")
+    others = tmp_path / "others.conf"
+    others.write_text("someone else's")
+    good = tmp_path / "made" / "good.conf"
+    spec = files_spec(tmp_path, [
+        (good, "ok"),
+        (tmp_path / "plain" / "below.conf", "x"),
+        (tmp_path / "link", "x"),
+        (tmp_path / "fifo", "x"),
+        (others, "x"),
+    ], cwd=str(tmp_path / "no-such-dir"))
+    register(jobs_dir, spec)
+    user, owner = me(), runtime._owner(os.getuid())
+    others_mtime = others.stat().st_mtime_ns
+    # Files owned by the test user are someone else's to a job user with
+    # another uid: run prepare's checks as that user.
+    with monkeypatch.context() as patch, pytest.raises(runtime.RuntimeFailure) as info:
+        patch.setattr(runtime.os, "getuid", lambda: user.pw_uid + 1)
+        runtime.prepare_inputs(spec, "node-2", user)
+    head = "job solve cannot start on node node-2 (rank 1, solve-1) as user %s: " % user.pw_name
+    message = str(info.value)
+    assert message.startswith(head)
+    assert message[len(head):].split("; ") == [
+        "jobs.solve.files.%s/plain/below.conf: cannot write it: Not a directory" % tmp_path,
+        "jobs.solve.files.%s/link: exists as a symbolic link, which is never followed" % tmp_path,
+        "jobs.solve.files.%s/fifo: exists and is not a regular file" % tmp_path,
+        "jobs.solve.files.%s: exists and belongs to %s, not to the job user, so it is never "
+        "overwritten" % (others, owner),
+        "jobs.solve.cwd: %s/no-such-dir: no such directory" % tmp_path,
+    ]
+    assert (tmp_path / "target").read_text() == "the link's target"
+    assert others.read_text() == "someone else's" and others.stat().st_mtime_ns == others_mtime
+    assert good.read_text() == "ok"
+    runtime.remove_job_files(spec["job"], me())
+    assert not (tmp_path / "made").exists()
+
+
+@pytest.mark.parametrize("make, reason", [
+    (lambda p: p.write_text("x"), "not a directory"),
+    (lambda p: None, "no such directory"),
+])
+def test_an_unusable_cwd_fails_naming_cwd_node_and_rank(tmp_path, jobs_dir, make, reason):
+    cwd = tmp_path / "cwd"
+    make(cwd)
+    spec = files_spec(tmp_path, [], cwd=str(cwd))
+    register(jobs_dir, spec)
+    with pytest.raises(runtime.RuntimeFailure) as info:
+        runtime.prepare_inputs(spec, "node-1", me())
+    assert str(info.value) == (
+        "job solve cannot start on node node-1 (rank 0, solve-0) as user %s: "
+        "jobs.solve.cwd: %s: %s" % (me().pw_name, cwd, reason))
+
+
+def test_a_rank_never_runs_outside_its_cwd(tmp_path):
+    """The launcher's and head's last check: no silent fallback to /."""
+    spec = plan(make_job(cwd=str(tmp_path / "gone")))
+    with pytest.raises(runtime.RuntimeFailure) as info:
+        runtime.job_cwd(spec, spec["ranks"][1])
+    assert str(info.value) == "jobs.solve.cwd: %s/gone: no such directory on node node-2 " \
+                              "(rank 1, solve-1)" % tmp_path
+    assert runtime.job_cwd(plan(make_job(cwd=str(tmp_path))), spec["ranks"][0]) == str(tmp_path)
+
+
+def test_a_job_without_files_or_cwd_touches_nothing(jobs_dir, monkeypatch):
+    spec = plan(make_job())
+    register(jobs_dir, spec)
+    monkeypatch.setattr(runtime, "run_as", lambda *a: pytest.fail("nothing to do as the job user"))
+    runtime.prepare_inputs(spec, "node-1", me())
+
+
+# ---------------------------------------------------------------------------
+# the fuzzfile module refuses a missing secret before any host is touched
+
+
+def test_fuzzfile_module_refuses_a_job_whose_secret_is_not_defined(tmp_path):
+    fuzzfile = tmp_path / "job.yml"
+    fuzzfile.write_text(yaml.safe_dump({"version": "v4", "jobs": {"solve": {
+        "image": {"uri": "docker://alpine"}, "command": ["true"],
+        "env": ["TOKEN=secret://user/token", "DB=secret://group/db"]}}}))
+    playbook = tmp_path / "play.yml"
+    playbook.write_text("""
+- hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: missing
+      fuzz.multinode.fuzzfile:
+        path: %(f)s
+        secret_names: [group/db]
+      ignore_errors: true
+    - name: present
+      fuzz.multinode.fuzzfile:
+        path: %(f)s
+        secret_names: [group/db, user/token]
+""" % {"f": fuzzfile})
+    ansible_playbook = shutil.which("ansible-playbook") or os.path.join(
+        os.path.dirname(sys.executable), "ansible-playbook")
+    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_STDOUT_CALLBACK="json",
+               ANSIBLE_COLLECTIONS_PATH=str(ROOT), ANSIBLE_LOCALHOST_WARNING="0",
+               ANSIBLE_INVENTORY_UNPARSED_WARNING="0", ANSIBLE_NOCOLOR="1")
+    proc = subprocess.run([ansible_playbook, str(playbook)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+    tasks = {t["task"]["name"]: t["hosts"]["localhost"]
+             for t in json.loads(proc.stdout)["plays"][0]["tasks"]}
+    assert tasks["missing"]["msg"] == (
+        "%s: jobs.solve.env.TOKEN: secret://user/token is not defined in fuzz_multinode_secrets "
+        "(fuzz_multinode_secrets maps each secret name, such as user/token, to its value; "
+        "keep it in a vault-encrypted vars file and pass it with -e @FILE)" % fuzzfile)
+    assert not tasks["present"].get("failed"), tasks["present"]
