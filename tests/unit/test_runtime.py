@@ -149,3 +149,47 @@ def test_wrapper_takes_ssh_argv_syntax(argv, expected):
 def test_wrapper_refuses_bad_ssh_argv(argv, message):
     with pytest.raises(runtime.RuntimeFailure, match=message):
         runtime.parse_ssh_argv(argv)
+
+
+# -- resources -----------------------------------------------------------------
+
+def test_a_request_larger_than_the_node_is_refused_naming_field_and_node():
+    cpus = len(os.sched_getaffinity(0))
+    spec = {"job": "big", "resources": {"cores": cpus + 1, "memory_bytes": 1 << 60}}
+    with pytest.raises(runtime.RuntimeFailure) as err:
+        runtime.check_resources(spec, "node-1")
+    assert str(err.value) == (
+        "job big cannot start on node node-1: jobs.big.resource.cpu.cores: %d requested, but "
+        "the node has %d CPUs; jobs.big.resource.memory: %d bytes requested, but the node has %d"
+        % (cpus + 1, cpus, 1 << 60, runtime.node_memory_bytes()))
+    runtime.check_resources({"job": "fits", "resources": {"cores": cpus, "memory_bytes": 1}}, "n")
+    runtime.check_resources({"job": "none", "resources": {"cores": None, "memory_bytes": None}}, "n")
+
+
+def cpus_after_binding(spec, rank):
+    """The CPUs a child may run on after bind_cpus (the test process keeps its own)."""
+    reader, writer = os.pipe()
+    child = os.fork()
+    if child == 0:
+        os.close(reader)
+        runtime.bind_cpus(spec, rank)
+        os.write(writer, ",".join(map(str, sorted(os.sched_getaffinity(0)))).encode())
+        os._exit(0)
+    os.close(writer)
+    data = os.read(reader, 4096).decode()
+    os.close(reader)
+    os.waitpid(child, 0)
+    return [int(cpu) for cpu in data.split(",")]
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="binding needs 2 CPUs to show")
+def test_ranks_are_bound_to_their_cores_and_tasks_sharing_a_node_take_turns():
+    cpus = sorted(os.sched_getaffinity(0))
+    spec = {"job": "j", "nodes": 2, "resources": {"cores": 1}}
+    assert cpus_after_binding(spec, {"rank": 0}) == cpus[:1]
+    assert cpus_after_binding(spec, {"rank": 1}) == cpus[:1]  # one rank per node
+    # Tasks 0 and 1 are on different nodes; tasks 0 and 2 share one: next CPU.
+    assert cpus_after_binding(spec, {"rank": 2, "task_id": 2}) == cpus[1:2]
+    # Without cores, or asking for every CPU, nothing changes.
+    assert cpus_after_binding({"job": "j", "resources": {"cores": None}}, {"rank": 0}) == cpus
+    assert cpus_after_binding({"job": "j", "resources": {"cores": len(cpus)}}, {"rank": 0}) == cpus

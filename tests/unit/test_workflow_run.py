@@ -13,6 +13,7 @@ from ansible_collections.fuzz.multinode.plugins.module_utils.fuzzfile import (
 )
 from ansible_collections.fuzz.multinode.plugins.module_utils.rank_env import (
     check_rank_names,
+    plan_resources,
     plan_task_array,
 )
 
@@ -154,3 +155,14 @@ def test_task_host_names_must_fit_one_dns_label():
     assert str(err.value) == (
         "jobs.%s: task host name '%s-1000' is longer than 63 characters; use a shorter job name"
         % (name, name))
+
+
+# -- resources -----------------------------------------------------------------
+
+def test_resources_per_rank_multiply_memory_by_cores_when_by_core():
+    job = sweep("sweep:\n  image: {uri: docker://x}\n  command: [\"true\"]\n"
+                "  resource: {cpu: {cores: 3}, memory: {size: 1GiB, by-core: true}}\n")
+    assert plan_resources(job) == {"cores": 3, "memory_bytes": 3 << 30}
+    job = sweep("sweep:\n  image: {uri: docker://x}\n  command: [\"true\"]\n"
+                "  resource: {memory: {size: 512MiB}}\n")
+    assert plan_resources(job) == {"cores": None, "memory_bytes": 512 << 20}

@@ -265,3 +265,44 @@ def test_pipeline_example_leaves_no_process_and_no_job_file(pipeline):
     assert pipeline.leftovers == NO_PROCESSES
     for node in NODES:
         assert docker("exec", node, "test", "-e", "/tmp/solver.conf").returncode == 1, node
+
+
+# -- resources ---------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def resources(tmp_path_factory):
+    return WorkflowRun("resources.yml", tmp_path_factory.mktemp("resources"))
+
+
+def cpu_count(cpu_list):
+    """CPUs in a kernel CPU list such as 0-3,6."""
+    count = 0
+    for part in cpu_list.split(","):
+        low, _, high = part.partition("-")
+        count += int(high or low) - int(low) + 1
+    return count
+
+
+def test_each_rank_is_bound_to_its_cores(resources):
+    lines = resources.log("bound").splitlines()
+    found = dict(re.match(r"^(rank \d) Cpus_allowed_list:\s+(\S+)$", line).groups() for line in lines)
+    assert sorted(found) == ["rank 0", "rank 1"], lines
+    assert [cpu_count(found[rank]) for rank in sorted(found)] == [1, 1], found
+
+
+def test_requests_larger_than_a_node_fail_the_job_before_it_starts(resources):
+    failure = resources.failure()
+    assert re.search(
+        r"too-many-cores FAILED: job too-many-cores cannot start on node fmn-workflow-node-1: "
+        r"jobs\.too-many-cores\.resource\.cpu\.cores: 4096 requested, but the node has \d+ CPUs",
+        failure), failure
+    assert re.search(
+        r"too-much-memory FAILED: job too-much-memory cannot start on node fmn-workflow-node-1: "
+        r"jobs\.too-much-memory\.resource\.memory: 70368744177664 bytes requested, but the node "
+        r"has \d+", failure), failure
+    assert resources.outcome_rows()["bound"] == "FINISHED"
+    for node in NODES:
+        for job in ("too-many-cores", "too-much-memory"):
+            assert docker("exec", node, "test", "-e", "/tmp/fmn-workflow-%s-ran" % job).returncode == 1
+            assert docker("exec", node, "test", "-e", "/run/fuzz-multinode/jobs/" + job).returncode == 1
+    assert resources.leftovers == NO_PROCESSES
