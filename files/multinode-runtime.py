@@ -445,6 +445,7 @@ def write_hosts_block(job, entries):
 
 def cleanup_job(job, grace, user):
     killed = kill_job_processes(recorded_namespaces(job), grace, user)
+    remove_cgroups(job)
     remove_job_files(job, user)
     write_hosts_block(job, [])
     directory = job_dir(job)
@@ -750,6 +751,111 @@ def bind_cpus(spec, rank):
     os.sched_setaffinity(0, {cpus[(first + i) % len(cpus)] for i in range(cores)})
 
 
+# Memory limits: each rank (or task) in a memory cgroup of its own, limited to
+# resource.memory.size (times the cores with by-core). cgroup v2: under
+# /sys/fs/cgroup/fuzz-multinode. cgroup v1: below this process's own memory
+# cgroup (so limits nest inside a container's), in the memory hierarchy where
+# it is mounted writable, else in a private mount of it (possible with
+# CAP_SYS_ADMIN, as in a container). The created cgroups are listed in the
+# job's directory and removed at cleanup.
+CGROUP_ROOT = "/sys/fs/cgroup"
+PRIVATE_MEMORY_MOUNT = STATE_DIR + "/cgroup-memory"
+CGROUPS_FILE = "cgroups"
+
+
+def own_cgroup(proc_self_cgroup, controller):
+    """This process's cgroup path for a v1 controller, from /proc/self/cgroup."""
+    for line in proc_self_cgroup.splitlines():
+        parts = line.split(":", 2)
+        if len(parts) == 3 and controller in parts[1].split(","):
+            return parts[2].strip() or "/"
+    return "/"
+
+
+def memory_cgroup_base():
+    """(directory to create the job's memory cgroups in, None), or
+    (None, why memory cannot be limited on this node)."""
+    controllers = os.path.join(CGROUP_ROOT, "cgroup.controllers")
+    if os.path.exists(controllers):  # cgroup v2
+        with open(controllers) as handle:
+            if "memory" not in handle.read().split():
+                return None, "the cgroup v2 memory controller is not available"
+        try:
+            with open(os.path.join(CGROUP_ROOT, "cgroup.subtree_control"), "w") as handle:
+                handle.write("+memory")
+        except OSError as exc:
+            return None, "cannot enable the cgroup v2 memory controller: %s" % exc.strerror
+        return os.path.join(CGROUP_ROOT, "fuzz-multinode"), None
+    hierarchy = os.path.join(CGROUP_ROOT, "memory")
+    if not (os.path.isdir(hierarchy) and _can_create_in(hierarchy)):
+        hierarchy = PRIVATE_MEMORY_MOUNT
+        if not os.path.ismount(hierarchy):
+            os.makedirs(hierarchy, 0o700, exist_ok=True)
+            mount = subprocess.run(["mount", "-t", "cgroup", "-o", "memory", "fuzz-multinode", hierarchy],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            if mount.returncode != 0:
+                return None, "no writable cgroup memory controller (%s)" % (
+                    last_line(mount.stderr) or "mount exited with status %d" % mount.returncode)
+    with open("/proc/self/cgroup") as handle:
+        own = own_cgroup(handle.read(), "memory")
+    return os.path.join(hierarchy, own.lstrip("/"), "fuzz-multinode"), None
+
+
+def _can_create_in(directory):
+    probe = os.path.join(directory, "fuzz-multinode-probe-%d" % os.getpid())
+    try:
+        os.mkdir(probe)
+        os.rmdir(probe)
+        return True
+    except OSError:
+        return False
+
+
+def limit_memory(spec, rank):
+    """Move this process (and so the rank's processes) into a memory cgroup
+    limited to the rank's request. Returns a warning when the node cannot
+    limit memory, else None."""
+    limit = (spec.get("resources") or {}).get("memory_bytes")
+    if not limit:
+        return None
+    try:
+        base, why_not = memory_cgroup_base()
+        if base is None:
+            return "jobs.%s.resource.memory is not enforced on this node: %s" % (spec["job"], why_not)
+        group = os.path.join(base, rank["name"])
+        os.makedirs(group, exist_ok=True)
+        with open(os.path.join(job_dir(spec["job"]), CGROUPS_FILE), "a") as handle:
+            handle.write(group + "\n")
+        v2 = os.path.exists(os.path.join(group, "memory.max"))
+        for name in (("memory.max", "memory.swap.max") if v2 else
+                     ("memory.limit_in_bytes", "memory.memsw.limit_in_bytes")):
+            try:
+                with open(os.path.join(group, name), "w") as handle:
+                    handle.write("0" if name == "memory.swap.max" else str(limit))
+            except FileNotFoundError:
+                continue  # no swap accounting on this kernel
+        with open(os.path.join(group, "cgroup.procs"), "w") as handle:
+            handle.write(str(os.getpid()))
+    except OSError as exc:
+        return "jobs.%s.resource.memory is not enforced on this node: %s: %s" % (
+            spec["job"], exc.filename or "cgroup", exc.strerror)
+    return None
+
+
+def remove_cgroups(job):
+    """Remove the job's memory cgroups (their processes are gone by now)."""
+    try:
+        with open(os.path.join(job_dir(job), CGROUPS_FILE)) as handle:
+            groups = handle.read().split()
+    except OSError:
+        return
+    for group in groups:
+        try:
+            os.rmdir(group)
+        except OSError:
+            continue
+
+
 def prepare_inputs(spec, node, user):
     """As the job user: write the job's files (recording what was created,
     for cleanup) and check that it can enter the job's cwd. Every problem
@@ -996,6 +1102,9 @@ class Supervisor:
 
     def start_rank0(self, log_fd):
         bind_cpus(self.spec, self.head)
+        warning = limit_memory(self.spec, self.head)
+        if warning:
+            write_all(log_fd, ("fuzz.multinode: warning: %s\n" % warning).encode())
         env = job_environment(self.spec, self.head, self.user)
         argv = job_command(self.spec, env, "rank 0 (%s)" % self.head["name"])
         return spawn_as(self.user, argv, env, job_cwd(self.spec, self.head),
@@ -1431,6 +1540,9 @@ class Launch:
         bind_cpus(self.spec, self.rank)
         log_fd = os.open(os.path.join(LOG_DIR, job, self.rank.get("log") or "rank-%d.log" % self.rank["rank"]),
                          os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        warning = limit_memory(self.spec, self.rank)
+        if warning:
+            write_all(log_fd, ("fuzz.multinode: warning: %s\n" % warning).encode())
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         env = job_environment(self.spec, self.rank, self.user)

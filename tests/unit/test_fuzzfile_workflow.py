@@ -1366,7 +1366,6 @@ def test_module_returns_the_normalized_workflow():
     assert result["warnings"] == ["examples/pipeline.yml: " + note for note in [
         IMAGE_NOTE,
         "jobs.solve.depends-on: prepare not run first; -e job=solve runs this one job only",
-        "jobs.solve.resource.memory: not enforced as a limit yet (a node with less memory refuses the job)",
     ]]
 
 
@@ -1473,7 +1472,6 @@ def test_runner_names_what_it_does_not_carry_out_yet():
     assert notes == [
         "jobs.b.depends-on: a not run first; -e job=b runs this one job only",
         # task arrays, files, secret:// env values and cwd are carried out: no note.
-        "jobs.b.resource.memory: not enforced as a limit yet (a node with less memory refuses the job)",
         "jobs.b.resource.cpu.affinity: SOCKET not honoured yet; ranks are bound to "
         "cpu.cores CPUs as with CORE",
     ]

@@ -193,3 +193,11 @@ def test_ranks_are_bound_to_their_cores_and_tasks_sharing_a_node_take_turns():
     # Without cores, or asking for every CPU, nothing changes.
     assert cpus_after_binding({"job": "j", "resources": {"cores": None}}, {"rank": 0}) == cpus
     assert cpus_after_binding({"job": "j", "resources": {"cores": len(cpus)}}, {"rank": 0}) == cpus
+
+
+def test_own_cgroup_reads_the_controller_line():
+    text = ("12:pids:/docker/abc\n4:memory:/docker/abc\n3:cpu,cpuacct:/x\n"
+            "0::/docker/abc\n")
+    assert runtime.own_cgroup(text, "memory") == "/docker/abc"
+    assert runtime.own_cgroup(text, "cpuacct") == "/x"
+    assert runtime.own_cgroup("0::/\n", "memory") == "/"  # cgroup v2 only

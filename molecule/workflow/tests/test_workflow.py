@@ -306,3 +306,17 @@ def test_requests_larger_than_a_node_fail_the_job_before_it_starts(resources):
             assert docker("exec", node, "test", "-e", "/tmp/fmn-workflow-%s-ran" % job).returncode == 1
             assert docker("exec", node, "test", "-e", "/run/fuzz-multinode/jobs/" + job).returncode == 1
     assert resources.leftovers == NO_PROCESSES
+
+
+def test_memory_is_limited_to_the_request(resources):
+    """64 MiB: 16 MiB fit; 256 MiB get the process killed by the kernel
+    (SIGKILL: status 128 + 9), which fails the job."""
+    assert resources.log("memory-fits") == "16 MiB used\n"
+    assert resources.outcome_rows()["memory-fits"] == "FINISHED"
+    assert ("memory-capped FAILED: rank 0 (memory-capped-0 on fmn-workflow-node-1) exited with "
+            "status 137") in resources.failure()
+    assert "256 MiB used" not in resources.log("memory-capped")
+    # The jobs' memory cgroups are removed at cleanup.
+    for node in NODES:
+        left = docker("exec", node, "find", "/run/fuzz-multinode", "-name", "memory-*-0").stdout
+        assert left == "", (node, left)

@@ -1,0 +1,106 @@
+"""The collection as users get it: `ansible-galaxy collection build` makes an
+artifact without the development files, which installs into a fresh
+collections path and works from outside the repository by its fuzz.multinode
+names (modules, their documentation, the FQCN playbook)."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+
+
+def tool(name):
+    # The Ansible installed beside this Python (.venv), not another one on PATH.
+    found = str(BIN / name) if (BIN / name).exists() else shutil.which(name)
+    assert os.path.exists(found), "%s not found: run scripts/test (it installs .venv)" % name
+    return found
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory):
+    """(artifact, collections path, a working directory outside the repository)."""
+    top = tmp_path_factory.mktemp("galaxy")
+    subprocess.run([tool("ansible-galaxy"), "collection", "build", str(ROOT), "--output-path",
+                    str(top)], check=True, capture_output=True, text=True)
+    artifact = top / ("fuzz-multinode-%s.tar.gz" % galaxy_version())
+    collections = top / "collections"
+    # --force: a checkout on the configured collections path would otherwise
+    # count as "already installed".
+    subprocess.run([tool("ansible-galaxy"), "collection", "install", "--force", "-p",
+                    str(collections), str(artifact)], check=True, capture_output=True, text=True)
+    assert (collections / "ansible_collections/fuzz/multinode/run-job.yml").exists()
+    outside = top / "work"
+    outside.mkdir()
+    return artifact, collections, outside
+
+
+def galaxy_version():
+    for line in (ROOT / "galaxy.yml").read_text().splitlines():
+        if line.startswith("version:"):
+            return line.split(":", 1)[1].strip()
+    raise AssertionError("galaxy.yml has no version")
+
+
+def run(installed, argv, stderr=subprocess.STDOUT):
+    _, collections, outside = installed
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
+    env.update(ANSIBLE_COLLECTIONS_PATH=str(collections), ANSIBLE_NOCOLOR="1")
+    return subprocess.run(argv, cwd=outside, env=env, stdout=subprocess.PIPE,
+                          stderr=stderr, text=True, timeout=300)
+
+
+def test_artifact_holds_what_users_run_and_no_development_files(installed):
+    artifact, _, _ = installed
+    with tarfile.open(artifact) as tar:
+        names = set(tar.getnames())
+    for needed in ("run-job.yml", "playbooks/run_job.yml", "files/multinode-runtime.py",
+                   "files/generic-helper", "files/ssh-wrapper", "roles/workflow/tasks/step.yml",
+                   "plugins/modules/fuzzfile.py", "examples/pipeline.yml", "README.md"):
+        assert needed in names, needed
+    tops = {name.split("/")[0] for name in names}
+    for dev in ("tests", "molecule", "scripts", "bench", ".hypothesis", ".venv", ".git",
+                "ansible_collections", ".ci"):
+        assert dev not in tops, dev
+    assert not [name for name in names if "__pycache__" in name]
+
+
+@pytest.mark.parametrize("module", ["fuzzfile", "rank_plan", "launch_job"])
+def test_every_module_documents_itself_from_the_installed_collection(installed, module):
+    proc = run(installed, [tool("ansible-doc"), "--json", "-t", "module", "fuzz.multinode." + module],
+               stderr=subprocess.PIPE)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    doc = json.loads(proc.stdout)["fuzz.multinode." + module]
+    assert doc["doc"]["short_description"] and doc["examples"].strip() and doc["return"]
+
+
+def test_the_installed_validator_reads_the_installed_example(installed):
+    _, collections, _ = installed
+    example = collections / "ansible_collections/fuzz/multinode/examples/pipeline.yml"
+    proc = run(installed, [tool("ansible"), "localhost", "-m", "fuzz.multinode.fuzzfile",
+                           "-a", "path=%s" % example])
+    assert proc.returncode == 0, proc.stdout
+    assert "prepare" in proc.stdout and "FAILED" not in proc.stdout
+
+
+def test_the_fqcn_playbook_runs_from_outside_the_repository(installed, tmp_path):
+    """fuzz.multinode.run_job loads, validates and refuses a job it cannot run
+    before touching the (unreachable) host: the whole first play works from
+    the installed artifact."""
+    fuzzfile = tmp_path / "job.yml"
+    fuzzfile.write_text("version: v4\njobs:\n  chapel:\n    image: {uri: docker://x}\n"
+                        "    command: [\"true\"]\n    multinode: {nodes: 1, implementation: gasnet}\n")
+    inventory = tmp_path / "inventory"
+    inventory.write_text("[multinode]\nghost ansible_host=127.0.0.1 ansible_port=9\n")
+    proc = run(installed, [tool("ansible-playbook"), "fuzz.multinode.run_job", "-i", str(inventory),
+                           "-e", "fuzzfile=%s" % fuzzfile])
+    assert proc.returncode != 0
+    assert "jobs.chapel.multinode.implementation: 'gasnet' is not supported" in proc.stdout
+    assert "UNREACHABLE" not in proc.stdout and "Traceback" not in proc.stdout
