@@ -721,6 +721,65 @@ def node_memory_bytes():
     return None
 
 
+SYSFS_CPU = "/sys/devices/system/cpu"
+SYSFS_NODE = "/sys/devices/system/node"
+AFFINITY_GROUP = {"SOCKET": "socket", "NUMA": "NUMA node"}
+
+
+def parse_cpu_list(text):
+    """The CPUs of a kernel CPU list such as `0-3,8`."""
+    cpus = set()
+    for part in text.strip().split(","):
+        if part:
+            low, _, high = part.partition("-")
+            cpus.update(range(int(low), int(high or low) + 1))
+    return cpus
+
+
+def cpu_groups(affinity, cpus):
+    """The node's usable CPUs grouped by socket (SOCKET) or NUMA node (NUMA),
+    from sysfs; None for CORE (any CPUs). Without the sysfs topology all
+    CPUs count as one group."""
+    groups = {}
+    if affinity == "SOCKET":
+        for cpu in cpus:
+            try:
+                with open("%s/cpu%d/topology/physical_package_id" % (SYSFS_CPU, cpu)) as handle:
+                    groups.setdefault(int(handle.read()), []).append(cpu)
+            except (OSError, ValueError):
+                return [sorted(cpus)]
+    elif affinity == "NUMA":
+        try:
+            names = sorted(n for n in os.listdir(SYSFS_NODE) if re.match(r"node\d+$", n))
+            for name in names:
+                with open(os.path.join(SYSFS_NODE, name, "cpulist")) as handle:
+                    mine = sorted(parse_cpu_list(handle.read()) & set(cpus))
+                if mine:
+                    groups[int(name[4:])] = mine
+        except (OSError, ValueError):
+            return [sorted(cpus)]
+        if not groups:
+            return [sorted(cpus)]
+    else:
+        return None
+    return [groups[key] for key in sorted(groups)]
+
+
+def choose_cpus(cpus, groups, cores, turn):
+    """`cores` CPUs for a rank, the `turn`-th one on its node (tasks sharing
+    a node take turns): any CPUs (groups None: CORE), else CPUs of one group
+    (socket or NUMA node) that has enough. None when no group has enough."""
+    if groups is None:
+        first = turn * cores
+        return sorted({cpus[(first + i) % len(cpus)] for i in range(cores)})
+    fitting = [group for group in groups if len(group) >= cores]
+    if not fitting:
+        return None
+    group = fitting[turn % len(fitting)]
+    first = (turn // len(fitting)) * cores
+    return sorted({group[(first + i) % len(group)] for i in range(cores)})
+
+
 def check_resources(spec, node):
     """Refuse, before the job starts, a request larger than this node has."""
     wanted = spec.get("resources") or {}
@@ -729,6 +788,13 @@ def check_resources(spec, node):
     if cores and cores > len(cpus):
         problems.append("jobs.%s.resource.cpu.cores: %d requested, but the node has %d CPUs" % (
             spec["job"], cores, len(cpus)))
+    elif cores and wanted.get("affinity") in AFFINITY_GROUP:
+        groups = cpu_groups(wanted["affinity"], cpus)
+        if choose_cpus(cpus, groups, cores, 0) is None:
+            problems.append(
+                "jobs.%s.resource.cpu.affinity: %s needs %d CPUs in one %s, but the node's "
+                "largest has %d" % (spec["job"], wanted["affinity"], cores,
+                                   AFFINITY_GROUP[wanted["affinity"]], max(len(g) for g in groups)))
     memory, total = wanted.get("memory_bytes"), node_memory_bytes()
     if memory and total and memory > total:
         problems.append("jobs.%s.resource.memory: %d bytes requested, but the node has %d" % (
@@ -740,15 +806,17 @@ def check_resources(spec, node):
 
 def bind_cpus(spec, rank):
     """Bind this process, and so the rank's processes, to resource.cpu.cores
-    CPUs of the node, as Fuzzball gives a job that many cores. Tasks of a
+    CPUs of the node, as Fuzzball gives a job that many cores: with
+    cpu.affinity SOCKET or NUMA all of one socket or NUMA node. Tasks of a
     task array that share a node take the next CPUs in turn."""
-    cores = (spec.get("resources") or {}).get("cores")
-    cpus = node_cpus()
-    if not cores or cores >= len(cpus):
+    wanted = spec.get("resources") or {}
+    cores, cpus = wanted.get("cores"), node_cpus()
+    if not cores or cores > len(cpus):
         return
     turn = rank["rank"] // max(1, spec.get("nodes") or 1) if "task_id" in rank else 0
-    first = turn * cores
-    os.sched_setaffinity(0, {cpus[(first + i) % len(cpus)] for i in range(cores)})
+    chosen = choose_cpus(cpus, cpu_groups(wanted.get("affinity"), cpus), cores, turn)
+    if chosen:
+        os.sched_setaffinity(0, chosen)
 
 
 # Memory limits: each rank (or task) in a memory cgroup of its own, limited to
@@ -759,7 +827,9 @@ def bind_cpus(spec, rank):
 # CAP_SYS_ADMIN, as in a container). The created cgroups are listed in the
 # job's directory and removed at cleanup.
 CGROUP_ROOT = "/sys/fs/cgroup"
-PRIVATE_MEMORY_MOUNT = STATE_DIR + "/cgroup-memory"
+# Beside the state directory, not in it: nothing that walks job state
+# should walk into a cgroup file system.
+PRIVATE_MEMORY_MOUNT = "/run/fuzz-multinode-cgroup-memory"
 CGROUPS_FILE = "cgroups"
 
 

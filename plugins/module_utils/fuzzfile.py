@@ -2127,9 +2127,6 @@ def not_executed_yet(job: Job, whole_workflow: bool = False) -> List[str]:
     if job.depends_on and not whole_workflow:
         notes.append("%s.depends-on: %s not run first; -e job=%s runs this one job only" % (
             path, ", ".join(dep.name for dep in job.depends_on), job.name))
-    if job.affinity not in (None, "CORE"):
-        notes.append("%s.resource.cpu.affinity: %s not honoured yet; ranks are bound to "
-                     "cpu.cores CPUs as with CORE" % (path, job.affinity))
     return notes
 
 

@@ -431,13 +431,14 @@ def plan_job(
 
 def plan_resources(job: Job) -> Dict[str, Any]:
     """What each rank (or task) asks of its node: ``cores`` (``resource.cpu.cores``,
-    the CPUs it is bound to; None: not bound) and ``memory_bytes``
+    the CPUs it is bound to; None: not bound), ``affinity`` (``CORE``, or
+    ``SOCKET``/``NUMA``: the cores all from one socket or NUMA node) and ``memory_bytes``
     (``resource.memory.size``, times the cores when ``memory.by-core``;
     None: no request). A node that has less refuses the job before it starts."""
     memory = job.memory_bytes
     if memory is not None and job.memory_by_core:
         memory *= job.cores or 1
-    return {"cores": job.cores, "memory_bytes": memory}
+    return {"cores": job.cores, "affinity": job.affinity, "memory_bytes": memory}
 
 
 def task_name(job: str, task_id: int) -> str:

@@ -1129,8 +1129,6 @@ def test_module_reads_the_example():
     assert result["job"] == expected
     assert result["warnings"] == ["examples/generic-multinode.yml: " + note for note in [
         IMAGE_NOTE,
-        "jobs.generic-multinode.resource.cpu.affinity: NUMA not honoured yet; ranks are bound to "
-        "cpu.cores CPUs as with CORE",
     ]]
 
 

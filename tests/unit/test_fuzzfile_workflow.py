@@ -1472,7 +1472,5 @@ def test_runner_names_what_it_does_not_carry_out_yet():
     assert notes == [
         "jobs.b.depends-on: a not run first; -e job=b runs this one job only",
         # task arrays, files, secret:// env values and cwd are carried out: no note.
-        "jobs.b.resource.cpu.affinity: SOCKET not honoured yet; ranks are bound to "
-        "cpu.cores CPUs as with CORE",
     ]
     assert not_executed_yet(select_job(workflow, "a")) == []

@@ -94,7 +94,7 @@ def test_spec_of_the_command_example():
         "files": [],
         "kill_grace": 10,
         "timeout": None,
-        "resources": {"cores": 2, "memory_bytes": 1000000000},  # the example: 2 cores, 1GB
+        "resources": {"cores": 2, "affinity": "NUMA", "memory_bytes": 1000000000},  # the example: 2 cores, 1GB
         "implementation": "generic",
         "launcher": [],  # generic: the command runs as given
         "nodes": 2,

@@ -201,3 +201,64 @@ def test_own_cgroup_reads_the_controller_line():
     assert runtime.own_cgroup(text, "memory") == "/docker/abc"
     assert runtime.own_cgroup(text, "cpuacct") == "/x"
     assert runtime.own_cgroup("0::/\n", "memory") == "/"  # cgroup v2 only
+
+
+# -- CPU affinity ----------------------------------------------------------------
+
+def test_parse_cpu_list():
+    assert runtime.parse_cpu_list("0-3,8,10-11\n") == {0, 1, 2, 3, 8, 10, 11}
+    assert runtime.parse_cpu_list("") == set()
+
+
+def test_core_affinity_takes_any_cpus_in_turn():
+    cpus = [0, 1, 2, 3]
+    assert runtime.choose_cpus(cpus, None, 2, 0) == [0, 1]
+    assert runtime.choose_cpus(cpus, None, 2, 1) == [2, 3]
+    assert runtime.choose_cpus(cpus, None, 3, 1) == [0, 1, 3]  # wraps around
+
+
+def test_socket_or_numa_affinity_keeps_the_cpus_in_one_group():
+    groups = [[0, 1, 2, 3], [4, 5, 6, 7]]
+    cpus = list(range(8))
+    assert runtime.choose_cpus(cpus, groups, 3, 0) == [0, 1, 2]
+    assert runtime.choose_cpus(cpus, groups, 3, 1) == [4, 5, 6]  # next turn: next group
+    assert runtime.choose_cpus(cpus, groups, 4, 2) == [0, 1, 2, 3]
+    assert runtime.choose_cpus(cpus, groups, 5, 0) is None  # no group has 5
+    assert runtime.choose_cpus(cpus, [[0], [1, 2, 3]], 2, 0) == [1, 2]  # only one fits
+
+
+def fake_topology(tmp_path, monkeypatch, sockets, numa):
+    """sockets: {cpu: socket}; numa: {node: "cpulist"}."""
+    cpu_dir, node_dir = tmp_path / "cpu", tmp_path / "node"
+    for cpu, socket_id in sockets.items():
+        topology = cpu_dir / ("cpu%d" % cpu) / "topology"
+        topology.mkdir(parents=True)
+        (topology / "physical_package_id").write_text("%d\n" % socket_id)
+    node_dir.mkdir()
+    for node, cpulist in numa.items():
+        (node_dir / ("node%d" % node)).mkdir()
+        (node_dir / ("node%d" % node) / "cpulist").write_text(cpulist + "\n")
+    (node_dir / "possible").write_text("0-1\n")  # not a node directory
+    monkeypatch.setattr(runtime, "SYSFS_CPU", str(cpu_dir))
+    monkeypatch.setattr(runtime, "SYSFS_NODE", str(node_dir))
+
+
+def test_cpu_groups_come_from_the_sysfs_topology(tmp_path, monkeypatch):
+    fake_topology(tmp_path, monkeypatch, {0: 0, 1: 1, 2: 0, 3: 1}, {0: "0,2", 1: "1,3"})
+    assert runtime.cpu_groups("SOCKET", [0, 1, 2, 3]) == [[0, 2], [1, 3]]
+    assert runtime.cpu_groups("NUMA", [0, 1, 2]) == [[0, 2], [1]]  # only usable CPUs
+    assert runtime.cpu_groups("CORE", [0, 1]) is None
+    assert runtime.cpu_groups(None, [0, 1]) is None
+
+
+def test_affinity_that_no_group_can_hold_is_refused_before_the_start(tmp_path, monkeypatch):
+    # A node of 2 CPUs, each its own socket: 2 cores in one socket cannot be had.
+    monkeypatch.setattr(runtime, "node_cpus", lambda: [0, 1])
+    fake_topology(tmp_path, monkeypatch, {0: 0, 1: 1}, {0: "0-1"})
+    spec = {"job": "j", "resources": {"cores": 2, "affinity": "SOCKET"}}
+    with pytest.raises(runtime.RuntimeFailure) as err:
+        runtime.check_resources(spec, "node-1")
+    assert str(err.value) == (
+        "job j cannot start on node node-1: jobs.j.resource.cpu.affinity: SOCKET needs 2 CPUs "
+        "in one socket, but the node's largest has 1")
+    runtime.check_resources(dict(spec, resources={"cores": 2, "affinity": "CORE"}), "node-1")

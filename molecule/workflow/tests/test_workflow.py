@@ -320,3 +320,20 @@ def test_memory_is_limited_to_the_request(resources):
     for node in NODES:
         left = docker("exec", node, "find", "/run/fuzz-multinode", "-name", "memory-*-0").stdout
         assert left == "", (node, left)
+
+
+def test_socket_affinity_takes_its_cores_from_one_socket(resources):
+    cpus = re.match(r"^Cpus_allowed_list:\s+(\S+)\n\Z", resources.log("socket-bound")).group(1)
+    chosen = sorted(runtime_cpu_list(cpus))
+    assert len(chosen) == 2, cpus
+    sockets = {docker("exec", NODES[0], "cat", "/sys/devices/system/cpu/cpu%d/topology/"
+                      "physical_package_id" % cpu).stdout.strip() for cpu in chosen}
+    assert len(sockets) == 1, sockets
+
+
+def runtime_cpu_list(text):
+    cpus = []
+    for part in text.split(","):
+        low, _, high = part.partition("-")
+        cpus += range(int(low), int(high or low) + 1)
+    return cpus
