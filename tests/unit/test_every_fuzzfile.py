@@ -3,7 +3,6 @@ runnable (it passes every check run-job.yml makes before touching a host) or,
 under tests/fuzzfiles/badinput/, refused. The badinput scenario checks each
 refusal's exact message through the playbook."""
 
-import os
 from pathlib import Path
 
 import pytest
