@@ -87,7 +87,8 @@ def this_node(job):
 
 
 def rank_log_path(job, rank):
-    return os.path.join(LOG_DIR, job, "rank-%d.log" % rank)
+    """The log of a rank (rank-<r>.log) or of a task (its spec `log`)."""
+    return os.path.join(LOG_DIR, job, rank.get("log") or "rank-%d.log" % rank["rank"])
 
 
 def job_log_path(job):
@@ -176,34 +177,15 @@ def pids_in_namespaces(namespaces, exclude=(), user=None):
 
 
 def pids_in_namespaces_as(user, namespaces, pids):
-    reader, writer = os.pipe()
-    child = os.fork()
-    if child == 0:
-        try:
-            os.close(reader)
-            os.setgroups([])
-            os.setgid(user.pw_gid)
-            os.setuid(user.pw_uid)
-            mine = []
-            for pid in pids:
-                try:
-                    if os.stat("/proc/%d/ns/uts" % pid).st_ino in namespaces:
-                        mine.append(pid)
-                except OSError:
-                    continue
-            write_all(writer, json.dumps(mine).encode())
-        finally:
-            os._exit(0)
-    os.close(writer)
-    data = b""
-    while True:
-        chunk = os.read(reader, 1 << 16)
-        if not chunk:
-            break
-        data += chunk
-    os.close(reader)
-    os.waitpid(child, 0)
-    return json.loads(data or b"[]")
+    def scan(emit):
+        for pid in pids:
+            try:
+                if os.stat("/proc/%d/ns/uts" % pid).st_ino in namespaces:
+                    emit({"pid": pid})
+            except OSError:
+                continue
+    records, _ = run_as(user, scan)
+    return [record["pid"] for record in records if "pid" in record]
 
 
 def reap_children():
@@ -893,9 +875,15 @@ def limit_memory(spec, rank):
         if base is None:
             return "jobs.%s.resource.memory is not enforced on this node: %s" % (spec["job"], why_not)
         group = os.path.join(base, rank["name"])
-        os.makedirs(group, exist_ok=True)
-        with open(os.path.join(job_dir(spec["job"]), CGROUPS_FILE), "a") as handle:
-            handle.write(group + "\n")
+        os.makedirs(base, exist_ok=True)
+        try:
+            os.mkdir(group)
+            # Recorded once, by the call that created it: every wrapper
+            # call of the rank joins the same group.
+            with open(os.path.join(job_dir(spec["job"]), CGROUPS_FILE), "a") as handle:
+                handle.write(group + "\n")
+        except FileExistsError:
+            pass
         v2 = os.path.exists(os.path.join(group, "memory.max"))
         for name in (("memory.max", "memory.swap.max") if v2 else
                      ("memory.limit_in_bytes", "memory.memsw.limit_in_bytes")):
@@ -1608,8 +1596,7 @@ class Launch:
         namespace = enter_rank_namespace(job, self.rank["name"])
         become_subreaper()
         bind_cpus(self.spec, self.rank)
-        log_fd = os.open(os.path.join(LOG_DIR, job, self.rank.get("log") or "rank-%d.log" % self.rank["rank"]),
-                         os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        log_fd = os.open(rank_log_path(job, self.rank), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         warning = limit_memory(self.spec, self.rank)
         if warning:
             write_all(log_fd, ("fuzz.multinode: warning: %s\n" % warning).encode())

@@ -2101,12 +2101,6 @@ def select_run(workflow: Workflow, name: Optional[str] = None) -> List[Job]:
     else:
         jobs = [workflow.jobs[unit] for unit in workflow.order if unit in workflow.jobs]
     for job in jobs:
-        if job.task_array is not None and job.multinode:
-            raise FuzzfileError(
-                "jobs.%s: a task array of multinode jobs cannot run: task host names "
-                "%s-<task> and rank host names %s-<rank> would be the same names; use a "
-                "task array of single-node jobs, or one multinode job" % (job.name, job.name, job.name)
-            )
         for dep in job.depends_on if name is None else []:
             if dep.name in workflow.service_defs:
                 raise FuzzfileError(
@@ -2131,7 +2125,9 @@ def not_executed_yet(job: Job, whole_workflow: bool = False) -> List[str]:
 
 
 def require_runnable(job: Job) -> Job:
-    """The runner's gate: every job runs except a ``gasnet`` multinode job.
+    """The runner's gate: every job runs except a ``gasnet`` multinode job
+    and a task array of multinode jobs (whose task host names ``<job>-<task>``
+    and rank host names ``<job>-<rank>`` would clash).
 
     Plain and ``generic`` jobs run their command as given; ``openmpi``,
     ``ompi`` and ``mpich`` jobs run it under the MPI launcher (see
@@ -2148,5 +2144,11 @@ def require_runnable(job: Job) -> Job:
             "GASNET_SSH_CMD=$MULTINODE_SSH_WRAPPER, "
             "GASNET_SSH_SERVERS=$MULTINODE_HOSTLIST_NOSLOTS and GASNET_SPAWNFN=S "
             "(udp conduit; other conduits: GASNET_<CONDUIT>_SPAWNER=ssh)" % job.name
+        )
+    if job.task_array is not None and job.multinode:
+        raise FuzzfileError(
+            "jobs.%s: a task array of multinode jobs cannot run: task host names "
+            "%s-<task> and rank host names %s-<rank> would be the same names; use a "
+            "task array of single-node jobs, or one multinode job" % (job.name, job.name, job.name)
         )
     return job

@@ -469,12 +469,7 @@ def plan_task_array(
     job = Job.from_dict(job)
     if job.task_array is None:
         raise FuzzfileError("job: %s has no task-array" % job.name)
-    if job.multinode:
-        raise FuzzfileError(
-            "jobs.%s: a task array of multinode jobs cannot run: task host names "
-            "%s-<task> and rank host names %s-<rank> would be the same names"
-            % (job.name, job.name, job.name)
-        )
+    require_runnable(job)
     if not isinstance(nodes, (list, tuple)) or not 1 <= len(nodes) <= job.max_hosts:
         raise FuzzfileError(
             "nodes: task array %r runs on 1 to %d node(s) (its tasks, at most "

@@ -9,6 +9,7 @@ from ansible_collections.fuzz.multinode.plugins.module_utils.fuzzfile import (
     FuzzfileError,
     not_executed_yet,
     parse_workflow,
+    require_runnable,
     select_run,
 )
 from ansible_collections.fuzz.multinode.plugins.module_utils.rank_env import (
@@ -79,9 +80,13 @@ def test_a_task_array_of_multinode_jobs_is_refused_for_its_clashing_names():
                 "sweep-<task> and rank host names sweep-<rank> would be the same names; use a "
                 "task array of single-node jobs, or one multinode job")
     for name in (None, "sweep"):
+        # The gate the fuzzfile module applies to every job it would run.
         with pytest.raises(FuzzfileError) as err:
-            select_run(wf, name)
+            require_runnable(select_run(wf, name)[0])
         assert str(err.value) == expected
+    with pytest.raises(FuzzfileError) as err:  # and rank_plan, planning it anyway
+        plan_task_array(wf.jobs["sweep"], nodes(1), **OPTIONS)
+    assert str(err.value) == expected
 
 
 # -- task arrays -------------------------------------------------------------

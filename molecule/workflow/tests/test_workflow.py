@@ -274,13 +274,17 @@ def resources(tmp_path_factory):
     return WorkflowRun("resources.yml", tmp_path_factory.mktemp("resources"))
 
 
-def cpu_count(cpu_list):
-    """CPUs in a kernel CPU list such as 0-3,6."""
-    count = 0
-    for part in cpu_list.split(","):
+def cpu_list(text):
+    """The CPUs of a kernel CPU list such as 0-3,6."""
+    cpus = []
+    for part in text.split(","):
         low, _, high = part.partition("-")
-        count += int(high or low) - int(low) + 1
-    return count
+        cpus += range(int(low), int(high or low) + 1)
+    return cpus
+
+
+def cpu_count(text):
+    return len(cpu_list(text))
 
 
 def test_each_rank_is_bound_to_its_cores(resources):
@@ -324,16 +328,8 @@ def test_memory_is_limited_to_the_request(resources):
 
 def test_socket_affinity_takes_its_cores_from_one_socket(resources):
     cpus = re.match(r"^Cpus_allowed_list:\s+(\S+)\n\Z", resources.log("socket-bound")).group(1)
-    chosen = sorted(runtime_cpu_list(cpus))
+    chosen = sorted(cpu_list(cpus))
     assert len(chosen) == 2, cpus
     sockets = {docker("exec", NODES[0], "cat", "/sys/devices/system/cpu/cpu%d/topology/"
                       "physical_package_id" % cpu).stdout.strip() for cpu in chosen}
     assert len(sockets) == 1, sockets
-
-
-def runtime_cpu_list(text):
-    cpus = []
-    for part in text.split(","):
-        low, _, high = part.partition("-")
-        cpus += range(int(low), int(high or low) + 1)
-    return cpus
