@@ -78,6 +78,7 @@ from typing import (
     NamedTuple,
     Optional,
     Sequence,
+    Set,
     Tuple,
 )
 
@@ -190,7 +191,7 @@ class FuzzfileError(ValueError):
 
 if HAS_YAML:
 
-    class _Loader(yaml.SafeLoader):  # type: ignore[name-defined,misc]
+    class _Loader(yaml.SafeLoader):
         """SafeLoader: YAML 1.2 booleans, no timestamps, no duplicate keys."""
 
         def construct_mapping(self, node: Any, deep: bool = False) -> Any:
@@ -1157,7 +1158,7 @@ def dependency_order(
     A dependency on a name that is not in ``graph`` raises too.
     """
     position = {name: index for index, name in enumerate(graph)}
-    waiting: Dict[str, set] = {}
+    waiting: Dict[str, Set[str]] = {}
     dependants: Dict[str, List[str]] = {name: [] for name in graph}
     for name, deps in graph.items():
         for dep in deps:

@@ -27,6 +27,7 @@ from ansible_collections.fuzz.multinode.plugins.module_utils.fuzzfile import (
     parse_workflow,
     select_job,
 )
+
 from test_fuzzfile import IMAGE_NOTE, adhoc
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -1335,7 +1336,7 @@ def test_cycles_are_found_and_named(graph):
     assert message.startswith("jobs: dependency cycle: ")
     cycle = message[len("jobs: dependency cycle: "):].split(" -> ")
     assert cycle[0] == cycle[-1] and len(set(cycle[:-1])) == len(cycle) - 1
-    for name, dep in zip(cycle, cycle[1:]):
+    for name, dep in zip(cycle, cycle[1:], strict=False):
         assert dep in graph[name]
     position = list(graph).index
     assert position(cycle[0]) == min(position(name) for name in cycle)

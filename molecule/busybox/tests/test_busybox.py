@@ -20,7 +20,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-
 sys.path.insert(0, os.path.join(os.environ["MOLECULE_PROJECT_DIRECTORY"], "molecule", "shared"))
 from hostile_args import ARGS, ARGS_HEX  # noqa: E402  (shared with molecule/quoting)
 
