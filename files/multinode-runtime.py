@@ -18,6 +18,8 @@ as one of these subcommands:
                         references (JSON {"scope/name": value} on stdin)
   task JOB INDEX        (job user, head node) run task INDEX of a task-array
                         job on its node, the way a wrapper call runs
+  connect JOB REQUEST   (job user, local mode) carry a launch request to
+                        the head's local launch socket, as ssh would
   cleanup JOB           (root) kill every process of JOB on this node,
                         remove the files it placed, unregister it; prints
                         JSON
@@ -54,6 +56,8 @@ PROG = "multinode-ssh-wrapper"
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 JOB_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 CLONE_NEWUTS = 0x04000000
+MS_BIND = 0x1000
+MNT_DETACH = 2
 PR_SET_CHILD_SUBREAPER = 36
 POLL_SECONDS = 0.05
 MPI_NAMES = {"openmpi": "Open MPI", "ompi": "Open MPI", "mpich": "MPICH"}
@@ -78,7 +82,7 @@ def load_spec(job):
         with open(os.path.join(job_dir(job), "spec.json")) as handle:
             return json.load(handle)
     except FileNotFoundError:
-        raise RuntimeFailure("job %s is not active on this node" % job)
+        raise RuntimeFailure("job %s is not active on this node" % job) from None
 
 
 def this_node(job):
@@ -109,6 +113,12 @@ def rank_environment(spec, rank, user):
         # Open MPI refuses root unless told twice (fuzzfile-reference §6).
         env["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
         env["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
+    if spec.get("local"):
+        # Every rank is on this machine, at a loopback address: Open MPI's
+        # TCP transport must use the loopback interface, or with several
+        # interfaces it can wait forever for a peer that answers from
+        # another one. The job's own env still wins.
+        env["OMPI_MCA_btl_tcp_if_include"] = "127.0.0.0/8"
     env.update(rank["env"])
     return env
 
@@ -118,7 +128,7 @@ def job_user(spec):
         return pwd.getpwnam(spec["user"])
     except KeyError:
         raise RuntimeFailure("job user %r does not exist on %s"
-                             % (spec["user"], socket.gethostname()))
+                             % (spec["user"], socket.gethostname())) from None
 
 
 # --------------------------------------------------------------------------
@@ -139,8 +149,25 @@ def enter_rank_namespace(job, name):
             "--cap-add SYS_ADMIN)" % (name, os.strerror(err)))
     socket.sethostname(name)
     ns = os.stat("/proc/self/ns/uts").st_ino
-    open(os.path.join(job_dir(job), "ns", str(ns)), "w").close()
+    record = os.path.join(job_dir(job), "ns", str(ns))
+    open(record, "w").close()
+    # Pin the namespace to its record (a bind mount holds it alive): the
+    # kernel gives a dead namespace's inode number to the next namespace
+    # made anywhere on the machine (a container's, say), and cleanup by
+    # that number would then kill processes that are not the job's. Best
+    # effort: pids_in_namespaces also keeps to our own PID namespace.
+    _libc.mount(b"/proc/self/ns/uts", record.encode(), None, MS_BIND, None)
     return ns
+
+
+def release_namespace(job, ns):
+    """Unpin and forget a recorded namespace (it has no process left)."""
+    record = os.path.join(job_dir(job), "ns", str(ns))
+    _libc.umount2(record.encode(), MNT_DETACH)
+    try:
+        os.unlink(record)
+    except FileNotFoundError:
+        pass
 
 
 def become_subreaper():
@@ -165,7 +192,7 @@ def pids_in_namespaces(namespaces, exclude=(), user=None):
         if not entry.isdigit() or int(entry) in exclude:
             continue
         try:
-            if os.stat("/proc/%s/ns/uts" % entry).st_ino in namespaces:
+            if os.stat("/proc/%s/ns/uts" % entry).st_ino in namespaces and _same_pid_namespace(entry):
                 found.append(int(entry))
         except PermissionError:
             unreadable.append(int(entry))
@@ -176,11 +203,18 @@ def pids_in_namespaces(namespaces, exclude=(), user=None):
     return found
 
 
+def _same_pid_namespace(pid):
+    """Whether a process is in our PID namespace: a host-side runtime (local
+    mode) sees the processes of every container on the machine, and must
+    never take one of theirs for its own."""
+    return os.stat("/proc/%s/ns/pid" % pid).st_ino == os.stat("/proc/self/ns/pid").st_ino
+
+
 def pids_in_namespaces_as(user, namespaces, pids):
     def scan(emit):
         for pid in pids:
             try:
-                if os.stat("/proc/%d/ns/uts" % pid).st_ino in namespaces:
+                if os.stat("/proc/%d/ns/uts" % pid).st_ino in namespaces and _same_pid_namespace(pid):
                     emit({"pid": pid})
             except OSError:
                 continue
@@ -210,12 +244,9 @@ def descendants(ancestor):
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
-        try:
-            with open("/proc/%s/stat" % entry) as handle:
-                ppid = int(handle.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        children.setdefault(ppid, []).append(int(entry))
+        ppid = _parent(int(entry))
+        if ppid is not None:
+            children.setdefault(ppid, []).append(int(entry))
     found, todo = [], [ancestor]
     while todo:
         for child in children.get(todo.pop(), []):
@@ -234,8 +265,17 @@ def kill_job_processes(namespaces, grace, user):
     up to `grace` seconds, then SIGKILL what is left. Returns how many
     processes were signalled."""
     victims = job_processes(namespaces, user)
-    for pid in victims:
+    # The top of each process tree first (a rank's shell, a launched
+    # command), the processes they started a moment later: signalled all at
+    # once, a child could die and let a shell go on past its `wait` before
+    # the shell's own SIGTERM lands, so its trap would never run.
+    tops = {pid for pid in victims if _parent(pid) not in victims}
+    for pid in tops:
         _signal(pid, signal.SIGTERM)
+    if victims - tops:
+        time.sleep(POLL_SECONDS)
+        for pid in victims - tops:
+            _signal(pid, signal.SIGTERM)
     deadline = time.monotonic() + grace
     while job_processes(namespaces, user) and time.monotonic() < deadline:
         reap_children()
@@ -248,6 +288,15 @@ def kill_job_processes(namespaces, grace, user):
         time.sleep(POLL_SECONDS)
     reap_children()
     return len(victims)
+
+
+def _parent(pid):
+    """A process's parent pid (None if it is gone)."""
+    try:
+        with open("/proc/%d/stat" % pid) as handle:
+            return int(handle.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def _signal(pid, sig):
@@ -276,7 +325,7 @@ def spawn_as(user, argv, env, cwd, stdin, stdout, stderr):
                                 start_new_session=True, close_fds=True,
                                 **kwargs)
     except OSError as exc:
-        raise RuntimeFailure("cannot run %r: %s" % (argv[0], exc.strerror))
+        raise RuntimeFailure("cannot run %r: %s" % (argv[0], exc.strerror)) from None
 
 
 # --------------------------------------------------------------------------
@@ -377,6 +426,9 @@ def cmd_prepare(args):
     events = os.path.join(directory, "events")
     os.makedirs(events, 0o700)
     os.chown(events, user.pw_uid, user.pw_gid)
+    calls = os.path.join(directory, "calls")  # wrapper calls made here (record_call)
+    os.makedirs(calls, 0o700)
+    os.chown(calls, user.pw_uid, user.pw_gid)
     write_file(os.path.join(directory, "node"), node + "\n", 0o644)
     # The spec holds the job's env: readable by root and the job user only.
     write_file(os.path.join(directory, "spec.json"), json.dumps(spec), 0o640,
@@ -426,7 +478,10 @@ def write_hosts_block(job, entries):
 
 
 def cleanup_job(job, grace, user):
-    killed = kill_job_processes(recorded_namespaces(job), grace, user)
+    namespaces = recorded_namespaces(job)
+    killed = kill_job_processes(namespaces, grace, user)
+    for ns in namespaces:
+        release_namespace(job, ns)
     remove_cgroups(job)
     remove_job_files(job, user)
     write_hosts_block(job, [])
@@ -637,7 +692,7 @@ def place_file(emit, path, data):
         except FileExistsError:
             continue  # ours to use, or not a directory: open() says which
         except OSError as exc:
-            raise RuntimeFailure("cannot create directory %s: %s" % (directory, exc.strerror))
+            raise RuntimeFailure("cannot create directory %s: %s" % (directory, exc.strerror)) from None
         emit({"created": directory, "kind": "dir"})
     flags = os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
     try:
@@ -646,17 +701,17 @@ def place_file(emit, path, data):
     except FileExistsError:
         info = os.lstat(path)
         if stat.S_ISLNK(info.st_mode):
-            raise RuntimeFailure("exists as a symbolic link, which is never followed")
+            raise RuntimeFailure("exists as a symbolic link, which is never followed") from None
         if not stat.S_ISREG(info.st_mode):
-            raise RuntimeFailure("exists and is not a regular file")
+            raise RuntimeFailure("exists and is not a regular file") from None
         if info.st_uid != os.getuid():
             raise RuntimeFailure("exists and belongs to %s, not to the job user, so it is "
-                                 "never overwritten" % _owner(info.st_uid))
+                                 "never overwritten" % _owner(info.st_uid)) from None
         fd = os.open(path, flags)
         opened = os.fstat(fd)
         if (opened.st_dev, opened.st_ino) != (info.st_dev, info.st_ino):
             os.close(fd)
-            raise RuntimeFailure("was replaced while it was being written")
+            raise RuntimeFailure("was replaced while it was being written") from None
         os.ftruncate(fd, 0)
     try:
         view = memoryview(data)
@@ -790,12 +845,18 @@ def bind_cpus(spec, rank):
     """Bind this process, and so the rank's processes, to resource.cpu.cores
     CPUs of the node, as Fuzzball gives a job that many cores: with
     cpu.affinity SOCKET or NUMA all of one socket or NUMA node. Tasks of a
-    task array that share a node take the next CPUs in turn."""
+    task array that share a node, and in local mode all ranks, take the
+    next CPUs in turn."""
     wanted = spec.get("resources") or {}
     cores, cpus = wanted.get("cores"), node_cpus()
     if not cores or cores > len(cpus):
         return
-    turn = rank["rank"] // max(1, spec.get("nodes") or 1) if "task_id" in rank else 0
+    if spec.get("local"):
+        turn = rank["rank"]  # every rank and task shares this one node
+    elif "task_id" in rank:
+        turn = rank["rank"] // max(1, spec.get("nodes") or 1)
+    else:
+        turn = 0
     chosen = choose_cpus(cpus, cpu_groups(wanted.get("affinity"), cpus), cores, turn)
     if chosen:
         os.sched_setaffinity(0, chosen)
@@ -981,8 +1042,9 @@ def cmd_head(args):
     spec = load_spec(job)
     if len(args) == 3:
         spec["controller_timeout"] = float(args[2])
-    supervisor = TaskArraySupervisor if spec.get("task_array") else Supervisor
-    result = supervisor(spec).run()
+    supervisor = (TaskArraySupervisor if spec.get("task_array") else Supervisor)(spec)
+    result = supervisor.run()
+    result["ranks"] = supervisor.rank_report(time.time())
     directory = job_dir(job)
     write_file(os.path.join(directory, "result.json"), json.dumps(result), 0o644)
     print(json.dumps(result))
@@ -999,6 +1061,9 @@ class Supervisor:
         self.grace = spec.get("kill_grace", 10)
         self.cancelled = None
         self.lost_nodes = set()
+        self.local_launcher = None  # pid of the local launch socket's server
+        self.rank0_call = None  # rank 0's own run, as a call record
+        self.remote_calls = []  # the call records of the workers' nodes
 
     def run(self):
         started = time.time()
@@ -1013,6 +1078,8 @@ class Supervisor:
             log_fd = os.open(result["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
             namespace = enter_rank_namespace(self.job, self.namespace_name())
             become_subreaper()
+            if self.spec.get("local"):
+                self.local_launcher = start_local_launcher(self.spec, self.user)
             self.open_connections()
             result.update(self.execute(log_fd))
         except Cancelled as exc:
@@ -1032,6 +1099,9 @@ class Supervisor:
         finally:
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
             signal.signal(signal.SIGINT, signal.SIG_IGN)
+            if self.local_launcher is not None:
+                # No new launches while the job is torn down.
+                _signal(self.local_launcher, signal.SIGKILL)
             if namespace is not None:
                 # The job is over when rank 0 ends: stop what is left of it
                 # here, then on every worker node.
@@ -1047,8 +1117,10 @@ class Supervisor:
         return self.head["name"]
 
     def local_namespaces(self, namespace):
-        """The namespaces on the head to stop at the end: rank 0's."""
-        return {namespace}
+        """The namespaces on the head to stop at the end: rank 0's (the
+        supervisor's own), and every other one the job has here: in local
+        mode all the ranks'."""
+        return {namespace} | recorded_namespaces(self.job)
 
     def remote_nodes(self):
         """{node: a rank on it} of the nodes reached over ssh: the workers'."""
@@ -1090,7 +1162,8 @@ class Supervisor:
 
     def clean_workers(self):
         """Ask every worker node to stop what is left of the job there (in
-        parallel, on fresh connections: the multiplexed ones are gone)."""
+        parallel, on fresh connections: the multiplexed ones are gone); each
+        answers with the call records made there (remote_calls)."""
         # A node that was lost is skipped: a fresh connection would only time out.
         nodes = {node: rank for node, rank in self.remote_nodes().items()
                  if node not in self.lost_nodes}
@@ -1098,15 +1171,22 @@ class Supervisor:
         calls = [spawn_as(self.user, ssh_command(node, rank["address"]) + [
                      "-o", "ControlMaster=no", "-o", "ControlPath=none", "-T", request],
                      rank_environment(self.spec, self.head, self.user), "/",
-                     subprocess.DEVNULL, subprocess.DEVNULL, subprocess.DEVNULL)
+                     subprocess.DEVNULL, subprocess.PIPE, subprocess.DEVNULL)
                  for node, rank in nodes.items()]
         deadline = time.monotonic() + self.grace + 20
         for call in calls:
             try:
-                call.wait(timeout=max(0.1, deadline - time.monotonic()))
+                answer, _ = call.communicate(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 call.kill()
-                call.wait()
+                call.communicate()
+                continue
+            for kind, payload in FrameReader().feed(answer):
+                if kind == FRAME_STDOUT:
+                    try:
+                        self.remote_calls += json.loads(payload)
+                    except ValueError:
+                        pass
 
     def controller_gone(self):
         """True when the controller stopped polling the job (the play was
@@ -1135,7 +1215,9 @@ class Supervisor:
     def open_connections(self):
         """Open a multiplexed ssh connection to every worker node, in
         parallel, before the job starts; a node we cannot reach fails the job
-        now, with ssh's reason."""
+        now, with ssh's reason. Local mode has no ssh."""
+        if self.spec.get("local"):
+            return
         procs = []
         for node, rank in self.connect_nodes().items():
             argv = ssh_command(node, rank["address"]) + ["-M", "-N", "-f", "-o", "ControlPersist=yes"]
@@ -1165,8 +1247,18 @@ class Supervisor:
             write_all(log_fd, ("fuzz.multinode: warning: %s\n" % warning).encode())
         env = job_environment(self.spec, self.head, self.user)
         argv = job_command(self.spec, env, "rank 0 (%s)" % self.head["name"])
-        return spawn_as(self.user, argv, env, job_cwd(self.spec, self.head),
-                        subprocess.DEVNULL, log_fd, log_fd)
+        child = spawn_as(self.user, argv, env, job_cwd(self.spec, self.head),
+                         subprocess.DEVNULL, log_fd, log_fd)
+        self.rank0_call = {"rank": self.head["rank"], "start": time.time()}
+        return child
+
+    def rank_report(self, ended):
+        """How each rank ran (rank_outcomes): the call records of every
+        node, and rank 0's own run."""
+        calls = read_call_records(self.job) + self.remote_calls
+        if self.rank0_call is not None:
+            calls.append(self.rank0_call)
+        return rank_outcomes(self.spec, calls, ended)
 
     def wait(self, child):
         """Wait for rank 0, then give wrapper calls still in flight up to the
@@ -1187,6 +1279,7 @@ class Supervisor:
                 if pid == child.pid:
                     child.returncode = exit_status(status)
                     deadline = time.monotonic() + self.grace
+                    self.rank0_call.update(end=time.time(), status=child.returncode)
             if deadline is not None and (time.monotonic() > deadline
                                          or not wrapper_calls(descendants(os.getpid()))):
                 failure = first_failure(events)
@@ -1209,10 +1302,6 @@ class TaskArraySupervisor(Supervisor):
     def namespace_name(self):
         # The supervisor is not a task: its namespace is named after the job.
         return self.job
-
-    def local_namespaces(self, namespace):
-        # Tasks on the head's node run in namespaces of their own.
-        return recorded_namespaces(self.job)
 
     def connect_nodes(self):
         nodes = {}
@@ -1358,6 +1447,18 @@ def ssh_command(node, address):
     return [which("ssh", DEFAULT_PATH) or "ssh", "-F", SSH_CONFIG, "-o", "HostKeyAlias=" + node, "root@" + address]
 
 
+def transport_command(spec, target, request):
+    """The command that carries a launch request to the target rank's node:
+    ssh with the cluster key, or in local mode (every rank on this node) a
+    connection to the head's local launch socket. Both relay the launcher's
+    framed output on stdout, and both end the launch when their stdin
+    closes."""
+    if spec.get("local"):
+        return [sys.executable, "-I", os.path.realpath(__file__), "connect", spec["job"],
+                encode_request(request)]
+    return ssh_command(target["node"], target["address"]) + ["-T", encode_request(request)]
+
+
 def current_job():
     """The job and rank this process belongs to, from its rank host name."""
     name = socket.gethostname()
@@ -1456,13 +1557,16 @@ def call_rank(spec, target, request):
     """Send one launch request to the target rank's node and relay its
     output; returns (exit status, reason when it is not 0, lost: the node
     did not answer). Launcher errors and lost connections are also written
-    to stderr."""
-    ssh = subprocess.Popen(ssh_command(target["node"], target["address"]) + ["-T", encode_request(request)],
+    to stderr. The call is recorded for the job's summary (record_call)."""
+    record = {"rank": target["rank"], "start": time.time()}
+    record_call(spec["job"], record)
+    ssh = subprocess.Popen(transport_command(spec, target, request),
                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE)
     status, error, ssh_errors = relay(ssh)
     where = "rank %d (%s on %s)" % (target["rank"], target["name"], target["node"])
     lost = status is None
+    record_call(spec["job"], dict(record, end=time.time(), status=255 if lost else status))
     if lost:
         status = 255
         reason = "lost connection to %s: %s" % (
@@ -1530,17 +1634,102 @@ def report_failure(spec, target, status, reason, lost=False):
 
 
 # --------------------------------------------------------------------------
+# Call records: when each rank ran and how it ended, for the job's summary
+# --------------------------------------------------------------------------
+#
+# The process that makes a wrapper call (or starts a task of a task array)
+# records it on its node, in the job's `calls` directory: one file per call,
+# written when the call starts ({rank, start}) and rewritten when it returns
+# ({rank, start, end, status}). A call killed when the job was torn down
+# keeps its start record only. The head's supervisor reads its own node's
+# records, gets the workers' (calls made there, e.g. by Open MPI's tree
+# spawn) with their cleanup, adds rank 0's own run, and sums them up per
+# rank (rank_outcomes) in the job's result.
+
+def record_call(job, record):
+    """Write, or rewrite, the record of this process's call. Best effort: a
+    missing record only makes the job's summary say less."""
+    path = os.path.join(job_dir(job), "calls", "%.6f-%d.json" % (record["start"], os.getpid()))
+    try:
+        write_file(path + ".tmp", json.dumps(record), 0o600)
+        os.rename(path + ".tmp", path)
+    except OSError:
+        pass
+
+
+def read_call_records(job):
+    """Every call record of the job on this node."""
+    directory = os.path.join(job_dir(job), "calls")
+    try:
+        names = sorted(os.listdir(directory))
+    except OSError:
+        return []
+    records = []
+    for name in names:
+        if name.endswith(".json"):
+            try:
+                with open(os.path.join(directory, name)) as handle:
+                    records.append(json.load(handle))
+            except (OSError, ValueError):
+                continue  # being rewritten
+    return records
+
+
+def rank_outcomes(spec, calls, ended):
+    """One entry per rank (or task) of the job, in spec order, from the call
+    records: `state` is "exited" with `status` (the first non-zero status of
+    its calls by end time, else 0), "killed" (a call was still running when
+    the job was torn down; `status` null) or "not started" (no call reached
+    it); `start`, `end` (the job's end, `ended`, when a call was killed) and
+    `duration` in seconds; `calls`; `log`, where its output went on its node
+    (rank 0 of a job that is no task array: the job log, "job.log")."""
+    outcomes = []
+    for rank in spec["ranks"]:
+        mine = [c for c in calls if c.get("rank") == rank["rank"]]
+        head = rank["rank"] == 0 and not spec.get("task_array")
+        entry = {"rank": rank["rank"], "name": rank["name"], "node": rank["node"],
+                 "log": "job.log" if head else os.path.basename(rank_log_path(spec["job"], rank)),
+                 "state": "not started", "status": None, "start": None, "end": None,
+                 "duration": None, "calls": len(mine)}
+        if "task_id" in rank:
+            entry["task_id"] = rank["task_id"]
+        if mine:
+            running = [c for c in mine if "end" not in c]
+            failed = sorted((c for c in mine if "end" in c and c.get("status") != 0),
+                            key=lambda c: c["end"])
+            if failed:
+                entry.update(state="exited", status=failed[0].get("status"))
+            elif running:
+                entry["state"] = "killed"
+            else:
+                entry.update(state="exited", status=0)
+            start = min(c["start"] for c in mine)
+            end = ended if running else max(c["end"] for c in mine)
+            entry.update(start=start, end=end, duration=round(max(0.0, end - start), 3))
+        outcomes.append(entry)
+    return outcomes
+
+
+# --------------------------------------------------------------------------
 # launch: the sshd forced command on the target node
 # --------------------------------------------------------------------------
 
 def cmd_launch(args):
+    return serve_launch(os.environ.get("SSH_ORIGINAL_COMMAND", ""))
+
+
+def serve_launch(original):
+    """Carry out one launch request (the ssh command, or the first line on
+    the local launch socket); stdin is the lifeline, stdout the frames."""
     out = 1
     try:
-        request = parse_launch_request(os.environ.get("SSH_ORIGINAL_COMMAND", ""))
+        request = parse_launch_request(original)
         spec = load_spec(request["job"])
         if request.get("cleanup"):
             kill_job_processes(recorded_namespaces(spec["job"]), spec.get("kill_grace", 10),
                                job_user(spec))
+            # The wrapper calls made on this node, for the job's summary.
+            send_frame(out, FRAME_STDOUT, json.dumps(read_call_records(spec["job"])).encode())
             send_frame(out, FRAME_EXIT, b"0")
             return 0
         ranks = [r for r in spec["ranks"] if r["rank"] == request["rank"]]
@@ -1553,6 +1742,111 @@ def cmd_launch(args):
         send_frame(out, FRAME_ERROR, str(exc).encode())
         status = 255
     send_frame(out, FRAME_EXIT, str(status).encode())
+    return 0
+
+
+# --------------------------------------------------------------------------
+# local mode: the head's launch socket stands in for sshd
+# --------------------------------------------------------------------------
+#
+# In local mode every rank runs on this node, and no sshd is needed: the
+# head supervisor (root) listens on `launch.sock` in the job's directory,
+# which only the job user may connect to, and serves each connection like
+# sshd's forced command would (`serve_launch`, in a child of its own). The
+# wrapper side (`connect`) behaves like `ssh -T HOST REQUEST`.
+
+LOCAL_SOCKET = "launch.sock"
+_PEERCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
+
+
+def start_local_launcher(spec, user):
+    """Listen on the job's launch socket and serve it in a forked process;
+    returns that process's pid."""
+    path = os.path.join(job_dir(spec["job"]), LOCAL_SOCKET)
+    if os.path.lexists(path):
+        os.unlink(path)
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(path)
+    os.chown(path, user.pw_uid, user.pw_gid)
+    os.chmod(path, 0o600)
+    server.listen(64)
+    pid = os.fork()
+    if pid:
+        server.close()
+        return pid
+    status = 1
+    try:
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_DFL)
+        server.settimeout(0.5)
+        while True:
+            try:
+                conn, _ = server.accept()
+            except socket.timeout:
+                conn = None
+            if conn is not None:
+                if os.fork() == 0:
+                    server.close()
+                    os._exit(serve_local_connection(conn, user))
+                conn.close()
+            try:
+                while os.waitpid(-1, os.WNOHANG)[0] > 0:
+                    pass
+            except ChildProcessError:
+                pass
+    finally:
+        os._exit(status)
+
+
+def serve_local_connection(conn, user):
+    """One connection to the launch socket: check the peer, read the request
+    line, then serve it with the connection as stdin and stdout."""
+    conn.settimeout(None)
+    _, uid, _ = _PEERCRED.unpack(conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size))
+    if uid not in (0, user.pw_uid):
+        return 1
+    line = b""
+    while not line.endswith(b"\n") and len(line) < 1 << 20:
+        byte = conn.recv(1)  # byte by byte: what follows is the lifeline
+        if not byte:
+            return 1
+        line += byte
+    os.dup2(conn.fileno(), 0)
+    os.dup2(conn.fileno(), 1)
+    conn.close()
+    return serve_launch(line.decode(errors="replace").strip())
+
+
+def cmd_connect(args):
+    """`connect JOB REQUEST` (job user, local mode): ssh's part of a wrapper
+    call: send REQUEST to the job's launch socket, then copy our stdin to it
+    and its replies to our stdout until the launcher closes it."""
+    if len(args) != 2:
+        raise RuntimeFailure("usage: connect JOB REQUEST")
+    path = os.path.join(job_dir(args[0]), LOCAL_SOCKET)
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        conn.connect(path)
+    except OSError as exc:
+        raise RuntimeFailure("cannot reach the local launcher of job %s at %s: %s"
+                             % (args[0], path, exc.strerror)) from None
+    conn.sendall(args[1].encode() + b"\n")
+    watched = [0, conn.fileno()]
+    while conn.fileno() in watched:
+        for fd in select.select(watched, [], [])[0]:
+            if fd == 0:
+                data = os.read(0, 1 << 16)
+                if data:
+                    conn.sendall(data)
+                else:
+                    conn.shutdown(socket.SHUT_WR)  # the lifeline ends
+                    watched.remove(0)
+            else:
+                data = conn.recv(1 << 16)
+                if not data:
+                    watched.remove(fd)
+                else:
+                    write_all(1, data)
     return 0
 
 
@@ -1574,7 +1868,7 @@ def parse_launch_request(original):
                     request.get("task") is True or isinstance(request["command"], str))):
             raise ValueError
     except (ValueError, KeyError, TypeError):
-        raise RuntimeFailure("malformed launch request")
+        raise RuntimeFailure("malformed launch request") from None
     return request
 
 
@@ -1594,6 +1888,17 @@ class Launch:
     def run(self):
         job = self.spec["job"]
         namespace = enter_rank_namespace(job, self.rank["name"])
+        try:
+            return self.run_in(namespace)
+        finally:
+            # Nothing of the call is left in its namespace (processes that
+            # called setsid would be, for cleanup): unpin it now, so a job
+            # making many wrapper calls holds no mount per call until cleanup.
+            if not pids_in_namespaces({namespace}, {os.getpid()}, self.user):
+                release_namespace(job, namespace)
+
+    def run_in(self, namespace):
+        job = self.spec["job"]
         become_subreaper()
         bind_cpus(self.spec, self.rank)
         log_fd = os.open(rank_log_path(job, self.rank), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
@@ -1659,6 +1964,7 @@ COMMANDS = {
     "launch": cmd_launch,
     "wrapper": cmd_wrapper,
     "task": cmd_task,
+    "connect": cmd_connect,
     "secrets": cmd_secrets,
     "cleanup": cmd_cleanup,
 }

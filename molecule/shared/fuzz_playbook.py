@@ -15,10 +15,16 @@ def playbook(fuzzfile, logs, job=None, extra_vars=None, args=()):
     """argv and environment of `ansible-playbook run-job.yml` for a Fuzzfile;
     extra_vars (a dict) are passed as `-e NAME=VALUE` each, args (more
     ansible-playbook arguments, e.g. --vault-password-file FILE) as given."""
-    argv = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "run-job.yml",
+    # The conformance suite against another implementation: a playbook with
+    # run-job.yml's arguments and log layout (README, "Conformance suite").
+    runner = os.path.abspath(os.environ.get("FUZZ_MULTINODE_PLAYBOOK") or os.path.join(PROJECT, "run-job.yml"))
+    argv = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), runner,
             "-i", INVENTORY, "-e", "fuzzfile=%s" % fuzzfile, "-e", "log_dir=%s" % logs]
     if job:
         argv += ["-e", "job=" + job]
+    # The conformance suite against another implementation of the helper.
+    if os.environ.get("FUZZ_MULTINODE_HELPER"):
+        argv += ["-e", "fuzz_multinode_helper_source=" + os.path.abspath(os.environ["FUZZ_MULTINODE_HELPER"])]
     for name, value in (extra_vars or {}).items():
         argv += ["-e", "%s=%s" % (name, value)]
     argv += list(args)

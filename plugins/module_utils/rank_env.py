@@ -258,7 +258,23 @@ def _secret_parts(value: str, env: Mapping[str, str], secrets: Mapping[str, str]
     return parts if found else None
 
 
-def _check_nodes(job: Job, nodes: Any) -> List[Dict[str, str]]:
+def _local_nodes(job: Job, nodes: Any, count: int) -> List[Any]:
+    """Local mode: the one node given, once per rank (or task slot), rank
+    ``r`` at the node's address plus ``r`` (127.0.0.1, 127.0.0.2, ...: all
+    loopback). Distinct addresses keep MPI launchers from taking a rank for
+    the local host, so they start it through the wrapper as on a cluster."""
+    if not isinstance(nodes, (list, tuple)) or len(nodes) != 1:
+        raise FuzzfileError(
+            "nodes: local mode runs job %r on exactly one node, got %s"
+            % (job.name, len(nodes) if isinstance(nodes, (list, tuple)) else nodes)
+        )
+    (node,) = _check_nodes(dataclasses.replace(job, nodes=1), nodes)
+    first = ipaddress.ip_address(node["address"])
+    return [dict(node, address=str(first + rank)) for rank in range(count)]
+
+
+def _check_nodes(job: Job, nodes: Any, shared: bool = False) -> List[Dict[str, str]]:
+    """The nodes, checked; ``shared`` (local mode) lets ranks share one node."""
     if not isinstance(nodes, (list, tuple)):
         raise FuzzfileError("nodes: must be a list of {node, address} mappings")
     if len(nodes) != job.nodes:
@@ -280,7 +296,7 @@ def _check_nodes(job: Job, nodes: Any) -> List[Dict[str, str]]:
         node = item.get("node")
         if not isinstance(node, str) or not node:
             raise FuzzfileError("%s.node: must be a non-empty inventory host name" % path)
-        if node in seen:
+        if node in seen and not shared:
             raise FuzzfileError(
                 "%s.node: %r already runs rank %d; every rank needs its own node"
                 % (path, node, seen[node])
@@ -306,11 +322,13 @@ def plan_job(
     kill_grace: int,
     files: Optional[Mapping[str, Any]] = None,
     secret_names: Optional[Iterable[Any]] = None,
+    local: bool = False,
 ) -> Dict[str, Any]:
     """Render the job spec for ``job`` on ``nodes`` (rank order).
 
     ``nodes`` is a list of ``{"node": inventory_hostname, "address": ip}``,
-    exactly ``job.nodes`` long. ``files`` is the workflow's top-level
+    exactly ``job.nodes`` long; with ``local`` (local mode) exactly one node,
+    which runs every rank, each in its own namespace. ``files`` is the workflow's top-level
     ``files`` (name -> contents), needed when the job has ``files``.
     ``secret_names``, when given, are the names defined in
     ``fuzz_multinode_secrets``: a ``secret://`` reference to any other name is
@@ -332,7 +350,9 @@ def plan_job(
         )
     if isinstance(kill_grace, bool) or not isinstance(kill_grace, int) or kill_grace < 0:
         raise FuzzfileError("kill_grace: must be an integer >= 0, got %r" % (kill_grace,))
-    checked = _check_nodes(job, nodes)
+    if local:
+        nodes = _local_nodes(job, nodes, job.nodes)
+    checked = _check_nodes(job, nodes, shared=local)
     if secret_names is not None:
         check_secrets(job, secret_names)
     planned_files = plan_files(job, files)
@@ -425,6 +445,9 @@ def plan_job(
         "slots_per_node": slots,
         "total_slots": total,
         "unsupported": notes,
+        # Local mode: every rank on one node; wrapper calls reach a rank
+        # through the head's local launch socket instead of ssh.
+        "local": local,
         "ranks": ranks,
     }
 
@@ -470,6 +493,10 @@ def plan_task_array(
     if job.task_array is None:
         raise FuzzfileError("job: %s has no task-array" % job.name)
     require_runnable(job)
+    local = bool(options.get("local"))
+    if local:
+        # As many task slots on the one node as it would have hosts.
+        nodes = _local_nodes(job, nodes, job.max_hosts)
     if not isinstance(nodes, (list, tuple)) or not 1 <= len(nodes) <= job.max_hosts:
         raise FuzzfileError(
             "nodes: task array %r runs on 1 to %d node(s) (its tasks, at most "
@@ -478,7 +505,7 @@ def plan_task_array(
         )
     # One run of the job on the first node: everything but the tasks.
     spec = plan_job(dataclasses.replace(job, task_array=None), [nodes[0]], **options)
-    checked = _check_nodes(dataclasses.replace(job, nodes=len(nodes)), nodes)
+    checked = _check_nodes(dataclasses.replace(job, nodes=len(nodes)), nodes, shared=local)
     base = {k: v for k, v in spec["ranks"][0]["env"].items() if k != "HOSTNAME"}
     notes = spec["unsupported"]
     if "FB_TASK_ID" in base:

@@ -82,6 +82,7 @@ options:
       - The hosts that run the job, in rank order (the first one is rank 0, the head).
       - Must have exactly as many entries as the job's C(multinode.nodes) (1 without C(multinode)).
       - Each inventory host can run one rank only.
+      - With O(local), exactly one entry, which runs every rank.
     type: list
     elements: dict
     required: true
@@ -125,6 +126,15 @@ options:
       - Names only; never pass secret values to this module.
     type: list
     elements: str
+  local:
+    description:
+      - >-
+        Local mode: run every rank (or every task of a task array) on the one host in
+        O(nodes), each rank in its own UTS namespace with its own host name. Wrapper calls
+        reach a rank through the head's local launch socket instead of ssh, so the host
+        needs no sshd. RV(spec.local) is true.
+    type: bool
+    default: false
 seealso:
   - module: fuzz.multinode.fuzzfile
 """
@@ -284,6 +294,11 @@ spec:
       elements: str
       returned: success
       sample: []
+    local:
+      description: Whether every rank runs on the one node (O(local)).
+      type: bool
+      returned: success
+      sample: false
     ranks:
       description: One entry per rank, in rank order.
       type: list
@@ -355,6 +370,7 @@ def main() -> None:
             kill_grace=dict(type="int", default=10),
             files=dict(type="dict"),
             secret_names=dict(type="list", elements="str"),
+            local=dict(type="bool", default=False),
         ),
         supports_check_mode=True,
     )
@@ -370,6 +386,7 @@ def main() -> None:
             kill_grace=module.params["kill_grace"],
             files=module.params["files"],
             secret_names=module.params["secret_names"],
+            local=module.params["local"],
         )
     except FuzzfileError as exc:
         module.fail_json(msg=to_native(exc))

@@ -101,6 +101,7 @@ def test_spec_of_the_command_example():
         "slots_per_node": 2,
         "total_slots": 4,
         "unsupported": [],
+        "local": False,
         "ranks": [
             {
                 "rank": 0,

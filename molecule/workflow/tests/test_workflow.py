@@ -56,7 +56,7 @@ class WorkflowRun:
 
     def started(self):
         """The jobs in the order the play started them."""
-        return re.findall(r"^TASK \[fuzz.multinode.job : Run rank 0 of ([-a-z0-9]+) on the head",
+        return re.findall(r"^TASK \[fuzz.multinode.job : Run rank 0 on the head and supervise job ([-a-z0-9]+)\]",
                           self.output, re.M)
 
     def outcome_rows(self):
