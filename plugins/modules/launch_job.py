@@ -26,6 +26,8 @@ description:
     polling for O(controller_timeout) seconds (it froze, crashed or lost the
     connection), the supervisor cancels the job by itself. Either way every
     process of the job on every node is stopped.
+  - The job log is streamed to the controller while the job runs (O(log_file));
+    the result carries no log text.
   - The job's result is returned; the task fails when the job fails.
 author:
   - fuzz.multinode developers
@@ -48,6 +50,23 @@ options:
     description: Seconds between two polls of the job from the controller.
     type: float
     default: 1
+  log_file:
+    description:
+      - Controller path the job log is written to while the job runs (the
+        action plugin appends what each poll brings). Every complete line is
+        also shown as it arrives, prefixed with C([JOB]).
+    type: path
+  progress_every:
+    description:
+      - While the job prints nothing, show C([JOB] still running, ELAPSED)
+        every this many seconds. V(0) never.
+    type: float
+    default: 30
+  log_offset:
+    description:
+      - Internal, used by the action plugin with O(_mode=status) - return up
+        to 256 KiB of the job log from this byte offset.
+    type: int
   _mode:
     description: Internal, used by the action plugin (V(start) or V(status)).
     type: str
@@ -108,8 +127,27 @@ duration:
   description: Seconds from start to end of the job.
   returned: always
   type: float
+ranks:
+  description:
+    - How each rank (each task of a task array) ran, in rank order - C(rank),
+      C(name), C(node), C(state) (V(exited), V(killed) when it was still
+      running at the job's teardown, V(not started) when nothing of it ran),
+      C(status) (its exit status, null unless exited), C(start), C(end),
+      C(duration) (seconds), C(calls) (wrapper calls that ran it), C(log)
+      (its log's file name on its node, V(job.log) for rank 0), C(task_id).
+  returned: when the job's supervisor ran
+  type: list
+  elements: dict
+log_complete:
+  description:
+    - Whether O(log_file) holds the whole job log. False when too much was
+      left to stream at the end (the C(fuzz.multinode.job) role then
+      fetches the file).
+  returned: when O(log_file) is set
+  type: bool
 """
 
+import base64
 import json
 import os
 import subprocess
@@ -118,6 +156,8 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 
 JOBS_DIR = "/run/fuzz-multinode/jobs"
+LOG_DIR = "/var/log/fuzz-multinode"
+LOG_CHUNK = 256 << 10  # bytes of the job log one poll returns at most
 
 
 def start(module, job_dir):
@@ -133,11 +173,31 @@ def start(module, job_dir):
             start_new_session=True, close_fds=True)
     with open(os.path.join(job_dir, "supervisor.pid"), "w") as handle:
         handle.write("%d\n" % process.pid)
-    module.exit_json(changed=True, finished=False, pid=process.pid)
+    with open(os.path.join(job_dir, "spec.json")) as handle:
+        grace = json.load(handle).get("kill_grace", 10)
+    module.exit_json(changed=True, finished=False, pid=process.pid, kill_grace=grace)
+
+
+def job_log(module):
+    """The part of the job log the controller asked for: up to LOG_CHUNK
+    bytes from `log_offset` (base64: the log is bytes) and the log's size."""
+    offset = module.params["log_offset"]
+    if offset is None:
+        return {}
+    try:
+        with open(os.path.join(LOG_DIR, module.params["job"], "job.log"), "rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            handle.seek(offset)
+            data = handle.read(LOG_CHUNK)
+    except FileNotFoundError:
+        size, data = 0, b""
+    return {"log_data": base64.b64encode(data).decode(), "log_size": size}
 
 
 def status(module, job_dir):
-    """Report whether the job has ended; every call is a heartbeat."""
+    """Report whether the job has ended, and the job log from `log_offset`
+    on (read after the result: once there is one, the log is complete);
+    every call is a heartbeat."""
     os.utime(os.path.join(job_dir, "heartbeat"))
     try:
         with open(os.path.join(job_dir, "result.json")) as handle:
@@ -146,15 +206,15 @@ def status(module, job_dir):
         with open(os.path.join(job_dir, "supervisor.pid")) as handle:
             pid = int(handle.read())
         if os.path.exists("/proc/%d" % pid):
-            module.exit_json(changed=False, finished=False)
+            module.exit_json(changed=False, finished=False, **job_log(module))
         time.sleep(0.5)  # it may be writing the result right now
         if not os.path.exists(os.path.join(job_dir, "result.json")):
             with open(os.path.join(job_dir, "supervisor.out"), "rb") as handle:
                 said = handle.read().decode(errors="replace").strip()
             module.fail_json(msg="the job's supervisor ended without a result: %s" % (said or "no output"),
-                             finished=True, status="FAILED")
+                             finished=True, status="FAILED", **job_log(module))
         return status(module, job_dir)
-    result.update(changed=True, finished=True)
+    result.update(changed=True, finished=True, **job_log(module))
     if result["status"] != "FINISHED":
         result["msg"] = result["message"]
         module.fail_json(**result)
@@ -168,6 +228,9 @@ def main():
             runtime=dict(type="path", default="/opt/fuzz-multinode/multinode-runtime.py"),
             controller_timeout=dict(type="int", default=60),
             poll=dict(type="float", default=1),
+            log_file=dict(type="path"),
+            progress_every=dict(type="float", default=30),
+            log_offset=dict(type="int"),
             _mode=dict(type="str", choices=["start", "status"], default="start"),
         ),
         supports_check_mode=False,

@@ -295,11 +295,19 @@ def test_interrupted_playbook_stops_the_job_on_every_node(tmp_path, how):
     ansible-playbook process dies at once) while a job runs: no process of
     the job may remain on any node soon after, and the job says why it
     stopped. (Well before the controller timeout: the play asks the head to
-    cancel the job.)"""
+    cancel the job.) The controller's job log keeps what the job printed
+    before the interrupt, and the line saying why it ended: at once when
+    ansible-playbook returns after Ctrl-C, soon after for the others
+    (ansible-playbook ends at once; its worker process finishes the log)."""
     job = "interrupted-" + how.lower()
     started = StartedJob("interrupted.yml", tmp_path, job)
     try:
         started.wait_until_running([HEAD, WORKER])
+        shown = "[%s] %s-1 sleeps" % (job, job)  # the worker's line, on the terminal
+        deadline = time.monotonic() + 30
+        while shown not in started.output() and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert shown in started.output(), started.output()[-3000:]
         if how == "SIGINT":
             os.killpg(started.proc.pid, signal.SIGINT)
         else:
@@ -319,7 +327,17 @@ def test_interrupted_playbook_stops_the_job_on_every_node(tmp_path, how):
         assert started.proc.returncode != 0, started.output()
         reason = ("the playbook process ended" if how == "SIGKILL"
                   else "the playbook was interrupted (%s)" % how)
-        assert ("job %s canceled by the controller: %s" % (job, reason)) in head_job_log(job)
+        canceled = "job %s canceled by the controller: %s" % (job, reason)
+        assert canceled in head_job_log(job)
+        controller_log = tmp_path / (job + ".log")
+        deadline = time.monotonic() + (0 if how == "SIGINT" else INTERRUPT_STOPS_JOB_WITHIN)
+        while canceled not in started.log() and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert controller_log.is_file(), started.output()[-3000:]
+        kept = started.log().splitlines()
+        for line in ["%s-0 sleeps" % job, "%s-1 left a sleeper" % job, "%s-1 sleeps" % job]:
+            assert line in kept, kept
+        assert "multinode-ssh-wrapper: " + canceled in kept, kept
     finally:
         started.stop()
         unregister(job)
@@ -374,6 +392,112 @@ def test_frozen_controller_gets_the_job_canceled(tmp_path):
                 pass
         started.stop()
         unregister(job)
+
+
+# -- what the controller shows while and after a job runs ----------------------------------
+
+LIVE_LINE_AHEAD = 3  # a line must be on the terminal this long before the job ends (6 s later)
+LIVE_LINES = ["live first line from live-0", "live worker line from live-1", "live last line from live-2"]
+
+
+class WatchedRun:
+    """run-job.yml run once for live.yml with its output read as it comes:
+    when each line arrived, and the controller's job log the moment the
+    job's first line was on the terminal."""
+
+    def __init__(self, logs):
+        argv, env = playbook("live.yml", logs, extra_vars={"fuzz_multinode_progress_every": 2})
+        self.logs = logs
+        self.job_log = logs / "live.log"
+        self.started = time.monotonic()
+        proc = subprocess.Popen(argv, cwd=PROJECT, env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
+        self.arrived, output, self.log_when_shown = {}, [], None
+        try:
+            for line in proc.stdout:
+                output.append(line)
+                self.arrived.setdefault(line.rstrip("\n"), time.monotonic())
+                if self.log_when_shown is None and line.startswith("[live] " + LIVE_LINES[0]):
+                    self.log_when_shown = self.job_log.read_text() if self.job_log.exists() else ""
+            proc.wait(timeout=240)
+        finally:
+            proc.kill()
+        self.ended = time.monotonic()
+        self.rc, self.output = proc.returncode, "".join(output)
+
+    def __repr__(self):  # shown by pytest when an assertion fails
+        return "WatchedRun(live, rc=%s)\n--- output ---\n%s" % (self.rc, self.output[-6000:])
+
+
+@pytest.fixture(scope="module")
+def live_run(tmp_path_factory):
+    return WatchedRun(tmp_path_factory.mktemp("logs"))
+
+
+def test_job_output_reaches_the_terminal_and_the_controller_log_while_the_job_runs(live_run):
+    """The job log streams to the controller while the job runs: the lines
+    printed before its 6 s of silence (rank 0's and a forwarded worker's)
+    are on ansible-playbook's stdout as `[live] line`, and in the
+    controller's live.log, while the job still runs (its last line, which
+    ends it, comes 6 s later); the silence shows the elapsed time (every 2 s
+    here, 30 s by default). Each line is shown once: the result carries no
+    copy of the log."""
+    run = live_run
+    for line in LIVE_LINES:
+        assert run.output.count(line) == 1, "%r shown %d times: %r" % (line, run.output.count(line), run)
+    job_ended = run.arrived.get("[live] " + LIVE_LINES[2])
+    assert job_ended is not None, run
+    for line in LIVE_LINES[:2]:
+        shown = run.arrived.get("[live] " + line)
+        assert shown is not None, run
+        print("%r on the terminal %.1f s after the start, %.1f s before the job's last line, "
+              "%.1f s before ansible-playbook ended" % (
+                  line, shown - run.started, job_ended - shown, run.ended - shown))
+        assert job_ended - shown >= LIVE_LINE_AHEAD, run
+    # Written before it is shown, while the job still waits for its last line.
+    assert run.log_when_shown is not None and LIVE_LINES[0] + "\n" in run.log_when_shown, run.log_when_shown
+    assert LIVE_LINES[2] not in run.log_when_shown, run.log_when_shown
+    progress = [at for text, at in run.arrived.items() if text.startswith("[live] still running, ")]
+    assert progress and run.arrived["[live] " + LIVE_LINES[1]] < min(progress) < job_ended, run
+    assert sorted(run.job_log.read_text().splitlines()) == sorted(LIVE_LINES), run.job_log.read_text()
+
+
+def summary_rows(output):
+    """The rows of a job's summary table in the play's output, by the first
+    column: {rank: [host name, inventory host, exit status, duration, log]};
+    and its title line."""
+    start = output.index("TASK [fuzz.multinode.job : Show how the job's ranks ran]")
+    shown = [line.strip()[2:].strip("'") for line in output[start:].split("\n\n", 1)[0].splitlines()
+             if line.strip().startswith("- ")]
+    header = re.split(r" {2,}", shown[1])
+    assert header == ["rank", "host name", "inventory host", "exit status", "duration", "log"], shown
+    return {row[0]: row[1:] for row in (re.split(r" {2,}", line) for line in shown[2:])}, shown[0]
+
+
+def test_summary_shows_how_each_rank_of_a_failed_job_ended(live_run):
+    """At the end of a job, a table with a row per rank: its host name, the
+    inventory host, how it ended (rank 2 exited 5 and failed the job, rank 1
+    had finished with 0, rank 0 was killed at the teardown), how long it
+    ran, and its log file on the controller, which exists."""
+    run = live_run
+    assert run.rc != 0, run
+    assert "rank 2 (live-2 on %s) exited with status 5" % THIRD in failure_message(run.output), run
+    rows, title = summary_rows(run.output)
+    assert title.startswith("job live FAILED after "), run
+    assert {rank: row[:3] for rank, row in rows.items()} == {
+        "0": ["live-0", HEAD, "killed"],
+        "1": ["live-1", WORKER, "0"],
+        "2": ["live-2", THIRD, "5"],
+    }, run
+    assert [row[4] for row in rows.values()] == [
+        str(run.logs / "live.log"), str(run.logs / "live" / "rank-1.log"),
+        str(run.logs / "live" / "rank-2.log")], run
+    for rank, row in rows.items():
+        assert re.fullmatch(r"\d+\.\d s", row[3]), (rank, row)
+        assert Path(row[4]).is_file(), (rank, row)
+    # Rank 2 ran its 6 s; rank 1 only an echo.
+    assert float(rows["2"][3].split()[0]) >= 5.5 > float(rows["1"][3].split()[0]), rows
+    assert LIVE_LINES[2] in (run.logs / "live" / "rank-2.log").read_text(), run
 
 
 # -- a worker node is lost ----------------------------------------------------------------
