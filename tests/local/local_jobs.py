@@ -204,6 +204,9 @@ def playbook(fuzzfile, logs, extra_vars=None):
     -e log_dir=DIR` from the repository root, no inventory."""
     argv = [str(Path(sys.executable).parent / "ansible-playbook"), "run-job.yml",
             "-e", "fuzzfile=%s" % fuzzfile, "-e", "log_dir=%s" % logs]
+    # The conformance suite against another implementation of the helper.
+    if os.environ.get("FUZZ_MULTINODE_HELPER"):
+        argv += ["-e", "fuzz_multinode_helper_source=" + os.path.abspath(os.environ["FUZZ_MULTINODE_HELPER"])]
     for name, value in (extra_vars or {}).items():
         argv += ["-e", "%s=%s" % (name, value)]
     env = {key: value for key, value in os.environ.items()
