@@ -4,6 +4,7 @@ that file as /multinode/generic-helper, and the jobs use it. The other
 helper here is ours with one line added, so the job shows which one ran."""
 
 import os
+import shutil
 
 import local_jobs as lj
 
@@ -17,7 +18,9 @@ def test_another_helper_is_installed_and_used(workdir):
     other.write_text("%s\necho \"%s\"\n%s" % (first, MARK, rest))
     os.chmod(other, 0o755)
     logs = workdir / "other-helper-logs"
-    run = lj.run_job(lj.EXAMPLES / "generic-multinode-helper.yml", logs,
+    # A copy: run_job keeps the playbook's output beside the Fuzzfile.
+    fuzzfile = shutil.copy(lj.EXAMPLES / "generic-multinode-helper.yml", workdir / "other-helper.yml")
+    run = lj.run_job(fuzzfile, logs,
                      {"fuzz_multinode_helper_source": str(other)})
     assert run.rc == 0, run
     assert run.lines("generic-multinode-helper") == [
