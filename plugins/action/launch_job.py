@@ -20,12 +20,12 @@ Stopping the job when the play stops, in three ways:
 from __future__ import annotations
 
 import base64
-import math
 import os
 import shlex
 import signal
 import time
 
+from ansible.errors import AnsibleConnectionFailure
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
@@ -43,30 +43,36 @@ CATCH_UP_LIMIT = 1 << 20
 # After a cancel request: seconds, beyond the job's kill grace, to wait for
 # the supervisor's result and the rest of the job log.
 AFTER_CANCEL = 10
+# Seconds polls may fail in a row before the controller gives the job up,
+# when the job has no controller timeout.
+GIVE_UP_AFTER = 60
+# Seconds between looks at a signal received while the loop sleeps.
+SIGNAL_CHECK_EVERY = 0.1
 
 
-class _Interrupted(Exception):
-    """Raised by our signal handler out of whatever the poll loop is doing."""
+class _Signals:
+    """The SIGINT or SIGTERM that reached this worker process while it
+    supervised the job. The handler only records it: an exception raised out
+    of a handler lands wherever the process is, in the middle of Ansible's
+    own code during a poll, where an `except Exception` may swallow it or
+    turn it into a failed poll. The poll loop looks at it between polls, and
+    sleeps in short slices so that it sees it soon."""
 
-    def __init__(self, signum):
-        super().__init__(signum)
-        self.signum = signum
+    def __init__(self):
+        self.received = None
 
+    def record(self, signum, frame):
+        # Ansible's main process follows the SIGINT it passes to its workers
+        # with a SIGTERM at once: the SIGINT is what the user did.
+        if self.received is None or signum == signal.SIGINT:
+            self.received = signum
 
-class _OutOfTime(Exception):
-    """The wait for a canceled job's end took too long."""
-
-
-def _raise_interrupted(signum, frame):
-    # Ansible follows SIGINT with SIGTERM at once: the second signal must not
-    # cut short what this process does about the first.
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, signal.SIG_IGN)
-    raise _Interrupted(signum)
-
-
-def _raise_out_of_time(signum, frame):
-    raise _OutOfTime()
+    def sleep_until(self, when):
+        while self.received is None:
+            left = when - time.monotonic()
+            if left <= 0:
+                return
+            time.sleep(min(left, SIGNAL_CHECK_EVERY))
 
 
 class ActionModule(ActionBase):
@@ -88,16 +94,23 @@ class ActionModule(ActionBase):
             result.update(started)
             return result
         grace = float(started.get("kill_grace", 10))
+        # How long polls may fail (the head unreachable for a while, a
+        # connection that broke) before the job is given up from here: as
+        # long as the supervisor waits for a poll before it cancels the job.
+        give_up_after = float(args.get("controller_timeout") or 0) or GIVE_UP_AFTER
         # Shown from this worker process, Display goes through Ansible's
         # queue to the ansible-playbook process, which prints it at once.
         log = LiveLog(args["job"], log_file, display.display, progress_every)
-        previous = {sig: signal.signal(sig, _raise_interrupted) for sig in (signal.SIGINT, signal.SIGTERM)}
+        signals = _Signals()
+        previous = {sig: signal.signal(sig, signals.record) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
             polled = {}
-            next_poll = time.monotonic()
-            while not (polled.get("failed") or polled.get("finished")):
+            next_poll = last_good_poll = time.monotonic()
+            while True:
                 if not log.behind:  # else the next piece of the log at once
-                    time.sleep(max(0.0, next_poll - time.monotonic()))
+                    signals.sleep_until(next_poll)
+                if signals.received is not None:
+                    return self._interrupted(args, log, grace, task_vars, signals.received, previous)
                 next_poll = time.monotonic() + poll
                 if os.getppid() != playbook_pid:
                     self._cancel(args["job"], "the controller: the playbook process ended")
@@ -105,28 +118,46 @@ class ActionModule(ActionBase):
                     result.update(failed=True, finished=True, status="CANCELED",
                                   msg="job %s canceled: the playbook process ended" % args["job"])
                     return result
-                polled = self._poll(args, log, task_vars)
+                try:
+                    polled = self._poll(args, log, task_vars)
+                except AnsibleConnectionFailure as exc:
+                    polled = {"failed": True, "unreachable": True, "msg": str(exc)}
                 log.tick()
+                if polled.get("finished"):
+                    break
+                if not polled.get("failed"):
+                    last_good_poll = time.monotonic()
+                elif time.monotonic() - last_good_poll > give_up_after:
+                    break  # the head is gone for good: the play's cleanup takes over
+                else:
+                    display.vvv("[%s] a poll of the job failed, trying again: %s"
+                                % (args["job"], polled.get("msg", "")))
             self._catch_up(args, log, task_vars)
             result.update(polled)
             if log_file:
                 result["log_complete"] = not log.behind
             return result
-        except _Interrupted as exc:
-            name = signal.Signals(exc.signum).name
-            self._cancel(args["job"], "the controller: the playbook was interrupted (%s)" % name)
-            self._after_cancel(args, log, grace, task_vars)
-            # Then end as Ansible's own handler for this signal would.
-            handler = previous[exc.signum]
-            signal.signal(exc.signum, handler)
-            if callable(handler):
-                handler(exc.signum, None)
-            os.kill(os.getpid(), exc.signum)
-            raise
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
             log.close()
+
+    def _interrupted(self, args, log, grace, task_vars, signum, previous):
+        """The play was interrupted: cancel the job, keep the rest of its
+        log, then end as Ansible's own handler for the signal would."""
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, signal.SIG_IGN)  # a second Ctrl-C must not cut this short
+        name = signal.Signals(signum).name
+        self._cancel(args["job"], "the controller: the playbook was interrupted (%s)" % name)
+        self._after_cancel(args, log, grace, task_vars)
+        handler = previous[signum]
+        signal.signal(signum, handler)
+        if callable(handler):
+            handler(signum, None)
+        if handler != signal.SIG_IGN:
+            os.kill(os.getpid(), signum)
+        return dict(failed=True, finished=True, status="CANCELED",
+                    msg="job %s canceled: the playbook was interrupted (%s)" % (args["job"], name))
 
     def _poll(self, args, log, task_vars):
         """One poll of the job (a heartbeat for the supervisor) that also
@@ -156,14 +187,14 @@ class ActionModule(ActionBase):
     def _after_cancel(self, args, log, grace, task_vars):
         """After a cancel request, until the supervisor has torn the job
         down and written its result (bounded: the job's kill grace and
-        AFTER_CANCEL seconds), pull the rest of the job log, the
-        supervisor's "canceled by" line included. Nothing is shown: the
-        play is ending and no longer reads what this process displays."""
+        AFTER_CANCEL seconds, each poll by its connection's own timeout),
+        pull the rest of the job log, the supervisor's "canceled by" line
+        included. Nothing is shown: the play is ending and no longer reads
+        what this process displays."""
         log.quiet = True
-        previous = signal.signal(signal.SIGALRM, _raise_out_of_time)
-        signal.alarm(int(math.ceil(grace + AFTER_CANCEL)))
+        deadline = time.monotonic() + grace + AFTER_CANCEL
         try:
-            while True:
+            while time.monotonic() < deadline:
                 polled = self._poll(args, log, task_vars)
                 if polled.get("finished") and not log.behind:
                     break
@@ -171,11 +202,8 @@ class ActionModule(ActionBase):
                     break  # the head cannot say (unreachable, job gone)
                 if not log.behind:
                     time.sleep(0.5)
-        except Exception:  # noqa: BLE001 -- best effort, bounded by the alarm
+        except Exception:  # noqa: BLE001 -- best effort: the play is ending
             pass
-        finally:
-            signal.alarm(0)
-            signal.signal(signal.SIGALRM, previous)
         log.close()
 
     def _cancel(self, job, reason):

@@ -328,7 +328,9 @@ def test_interrupted_playbook_stops_the_job_on_every_node(tmp_path, how):
         reason = ("the playbook process ended" if how == "SIGKILL"
                   else "the playbook was interrupted (%s)" % how)
         canceled = "job %s canceled by the controller: %s" % (job, reason)
-        assert canceled in head_job_log(job)
+        head_log = head_job_log(job)
+        assert canceled in head_log, "job log on the head:\n%s\n--- playbook output ---\n%s" % (
+            head_log, started.output()[-3000:])
         controller_log = tmp_path / (job + ".log")
         deadline = time.monotonic() + (0 if how == "SIGINT" else INTERRUPT_STOPS_JOB_WITHIN)
         while canceled not in started.log() and time.monotonic() < deadline:
@@ -552,6 +554,45 @@ def test_hung_worker_node_fails_the_job_naming_it(tmp_path, unpause_worker):
     assert leftovers == {HEAD: [], THIRD: []}, output
     assert left_on_thawed == [], "job processes on %s %d s after it thawed" % (
         WORKER, INTERRUPT_STOPS_JOB_WITHIN)
+
+
+@pytest.fixture
+def unpause_head():
+    yield
+    docker("unpause", HEAD)
+
+
+HEAD_HICCUP = 5  # seconds the head does not answer the controller's polls
+
+
+def test_head_that_does_not_answer_for_a_while_keeps_the_job(tmp_path, unpause_head):
+    """The head does not answer the controller for a few seconds (frozen
+    here; a loaded head or a network blip look the same to the controller):
+    the polls that fail meanwhile must not end the job. It goes on, finishes,
+    and the play says it finished."""
+    started = StartedJob("head-hiccup.yml", tmp_path, "head-hiccup")
+    try:
+        started.wait_until_running([HEAD, WORKER])
+        assert docker("pause", HEAD).returncode == 0
+        try:
+            time.sleep(HEAD_HICCUP)
+            # What the controller's polls meet meanwhile.
+            assert docker("exec", HEAD, "true").returncode != 0
+        finally:
+            assert docker("unpause", HEAD).returncode == 0
+        try:
+            rc = started.proc.wait(timeout=180)
+        except subprocess.TimeoutExpired:
+            pytest.fail("ansible-playbook still runs 180 s after the head thawed:\n%s"
+                        % started.output()[-6000:])
+        output = started.output()
+    finally:
+        started.stop()
+    assert rc == 0, output
+    kept = started.log().splitlines()
+    for line in ["head-hiccup-0 done", "head-hiccup-1 done"]:
+        assert line in kept, (kept, output[-6000:])
+    assert processes_on_all_nodes() == NO_PROCESSES, output
 
 
 @pytest.fixture
