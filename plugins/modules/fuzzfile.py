@@ -45,6 +45,12 @@ author:
 requirements:
   - PyYAML
 attributes:
+  action:
+    description: >-
+      Indicates this has a corresponding action plugin so some parts of the
+      options can be executed on the controller.
+    details: The action plugin does all the work in the controller's own process.
+    support: full
   check_mode:
     description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
@@ -418,77 +424,25 @@ job:
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible.module_utils.common.text.converters import to_native
 
-from ansible_collections.fuzz.multinode.plugins.module_utils.fuzzfile import (
-    HAS_YAML,
-    FuzzfileError,
-    not_executed_yet,
-    parse_workflow,
-    require_runnable,
-    select_run,
+from ansible_collections.fuzz.multinode.plugins.module_utils.controller_tasks import (
+    FUZZFILE_ARGUMENT_SPEC,
+    load_fuzzfile,
 )
-from ansible_collections.fuzz.multinode.plugins.module_utils.rank_env import (
-    check_rank_names,
-    check_secrets,
-)
-
-
-def read_text(path: str) -> str:
-    """Read a UTF-8 text file; raise OSError/UnicodeDecodeError on failure."""
-    with open(path, "rb") as handle:
-        data = handle.read()
-    return data.decode("utf-8")
+from ansible_collections.fuzz.multinode.plugins.module_utils.fuzzfile import HAS_YAML, FuzzfileError
 
 
 def main() -> None:
-    module = AnsibleModule(
-        argument_spec=dict(
-            path=dict(type="path", required=True),
-            job=dict(type="str"),
-            secret_names=dict(type="list", elements="str"),
-        ),
-        supports_check_mode=True,
-    )
+    # The action plugin of the same name does this on the controller when
+    # the task runs there (plugins/action/fuzzfile.py).
+    module = AnsibleModule(argument_spec=FUZZFILE_ARGUMENT_SPEC, supports_check_mode=True)
     if not HAS_YAML:
         module.fail_json(msg=missing_required_lib("PyYAML"))
-
-    path = module.params["path"]
     try:
-        text = read_text(path)
-    except FileNotFoundError:
-        module.fail_json(msg="%s: no such file" % path)
-    except IsADirectoryError:
-        module.fail_json(msg="%s: is a directory, not a Fuzzfile" % path)
-    except OSError as exc:
-        module.fail_json(msg="%s: cannot read: %s" % (path, exc.strerror or to_native(exc)))
-    except UnicodeDecodeError as exc:
-        module.fail_json(
-            msg="%s: not UTF-8 text (byte 0x%02x at offset %d)"
-            % (path, exc.object[exc.start], exc.start)
-        )
-
-    name = module.params["job"]
-    try:
-        workflow = parse_workflow(text)
-        run = select_run(workflow, name)
-        for job in run:
-            # Refused here, before any host is touched, rather than by
-            # rank_plan after the nodes were prepared.
-            check_rank_names(job)
-            require_runnable(job)
-            if module.params["secret_names"] is not None:
-                check_secrets(job, module.params["secret_names"])
+        result, warnings = load_fuzzfile(module.params)
     except FuzzfileError as exc:
-        module.fail_json(msg="%s: %s" % (path, to_native(exc)))
-
-    notes = workflow.warnings + workflow.unsupported
-    for job in run:
-        notes += job.unsupported + not_executed_yet(job, whole_workflow=name is None)
-    for note in notes:
-        module.warn("%s: %s" % (path, note))
-
-    result = dict(changed=False, workflow=workflow.to_dict(), run=[job.to_dict() for job in run])
-    if name is not None or len(workflow.jobs) == 1:
-        result["job"] = run[0].to_dict()
+        module.fail_json(msg=to_native(exc))
+    for warning in warnings:
+        module.warn(warning)
     module.exit_json(**result)
 
 

@@ -62,6 +62,12 @@ description:
 author:
   - fuzz.multinode developers (!UNKNOWN)
 attributes:
+  action:
+    description: >-
+      Indicates this has a corresponding action plugin so some parts of the
+      options can be executed on the controller.
+    details: The action plugin does all the work in the controller's own process.
+    support: full
   check_mode:
     description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
@@ -348,55 +354,24 @@ spec:
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native
 
+from ansible_collections.fuzz.multinode.plugins.module_utils.controller_tasks import (
+    RANK_PLAN_ARGUMENT_SPEC,
+    plan_ranks,
+)
 from ansible_collections.fuzz.multinode.plugins.module_utils.fuzzfile import FuzzfileError
-from ansible_collections.fuzz.multinode.plugins.module_utils.rank_env import plan_job, plan_task_array
 
 
 def main() -> None:
-    module = AnsibleModule(
-        argument_spec=dict(
-            job=dict(type="dict", required=True),
-            nodes=dict(
-                type="list",
-                elements="dict",
-                required=True,
-                options=dict(
-                    node=dict(type="str", required=True),
-                    address=dict(type="str", required=True),
-                ),
-            ),
-            user=dict(type="str", default="fuzz"),
-            wrapper_path=dict(type="str", default="/multinode/ssh-wrapper"),
-            kill_grace=dict(type="int", default=10),
-            files=dict(type="dict"),
-            secret_names=dict(type="list", elements="str"),
-            local=dict(type="bool", default=False),
-        ),
-        supports_check_mode=True,
-    )
-    job = module.params["job"]
-    # A task array's "ranks" are its tasks, placed round-robin on the nodes.
-    plan = plan_task_array if job.get("task_array") else plan_job
+    # The action plugin of the same name does this on the controller when
+    # the task runs there (plugins/action/rank_plan.py).
+    module = AnsibleModule(argument_spec=RANK_PLAN_ARGUMENT_SPEC, supports_check_mode=True)
     try:
-        spec = plan(
-            job,
-            module.params["nodes"],
-            user=module.params["user"],
-            wrapper_path=module.params["wrapper_path"],
-            kill_grace=module.params["kill_grace"],
-            files=module.params["files"],
-            secret_names=module.params["secret_names"],
-            local=module.params["local"],
-        )
+        result, warnings = plan_ranks(module.params)
     except FuzzfileError as exc:
         module.fail_json(msg=to_native(exc))
-
-    known = set(job.get("unsupported") or [])
-    for note in spec["unsupported"]:
-        if note not in known:
-            module.warn(note)
-
-    module.exit_json(changed=False, spec=spec)
+    for warning in warnings:
+        module.warn(warning)
+    module.exit_json(**result)
 
 
 if __name__ == "__main__":
