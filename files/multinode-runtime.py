@@ -608,6 +608,16 @@ def job_cwd(spec, rank):
     return cwd
 
 
+def forget_secrets(job):
+    """Remove the job's secret values from this node. They are needed only
+    to start the job's commands, so they go when the job is torn down, also
+    when no play comes to clean up after it (an interrupted playbook)."""
+    try:
+        os.unlink(os.path.join(job_dir(job), SECRETS_FILE))
+    except FileNotFoundError:
+        pass
+
+
 def cmd_secrets(args):
     if len(args) != 1:
         raise RuntimeFailure('usage: secrets JOB < {"scope/name": "value", ...}')
@@ -1107,6 +1117,7 @@ class Supervisor:
                 # here, then on every worker node.
                 kill_job_processes(self.local_namespaces(namespace), self.grace, self.user)
                 self.clean_workers()
+            forget_secrets(self.job)
             if log_fd is not None:
                 os.close(log_fd)
         result["duration"] = round(time.time() - started, 3)
@@ -1728,6 +1739,7 @@ def serve_launch(original):
         if request.get("cleanup"):
             kill_job_processes(recorded_namespaces(spec["job"]), spec.get("kill_grace", 10),
                                job_user(spec))
+            forget_secrets(spec["job"])
             # The wrapper calls made on this node, for the job's summary.
             send_frame(out, FRAME_STDOUT, json.dumps(read_call_records(spec["job"])).encode())
             send_frame(out, FRAME_EXIT, b"0")
