@@ -25,14 +25,15 @@ containers are in other mount namespaces and are not looked at.
 import os
 import pwd
 import re
-import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "molecule" / "shared"))
+import fuzz_playbook  # noqa: E402  (run_with_timeout, shared with molecule/mpi)
+
 FUZZFILES = REPO / "tests" / "fuzzfiles"
 LOCAL_FUZZFILES = FUZZFILES / "local"
 EXAMPLES = REPO / "examples"
@@ -287,20 +288,8 @@ def run_job(fuzzfile, logs, extra_vars=None, timeout=PLAYBOOK_TIMEOUT):
     Ctrl-C after `timeout` seconds, as a user would give it."""
     argv, env = playbook(fuzzfile, logs, extra_vars)
     hostname = socket.gethostname()
-    started = time.monotonic()
-    proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, start_new_session=True)
-    try:
-        output, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGINT)
-        try:
-            output, _ = proc.communicate(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            output, _ = proc.communicate()
-        output = "(interrupted after %d s)\n%s" % (timeout, output)
-    run = Run(Path(fuzzfile), Path(logs), proc.returncode, output, time.monotonic() - started, hostname)
+    rc, output, seconds = fuzz_playbook.run_with_timeout(argv, env, REPO, timeout, grace=60)
+    run = Run(Path(fuzzfile), Path(logs), rc, output, seconds, hostname)
     Path(fuzzfile).with_suffix(".out").write_text(output)  # for a look after the tests
     print("%s: run-job.yml took %.1f s" % (Path(fuzzfile).name, run.seconds))
     return run

@@ -5,9 +5,12 @@ helper and script examples print the documented lines, every rank of a
 array runs every task with its id and host name, and the machine is left as
 it was."""
 
-import re
+import sys
 
 import local_jobs as lj
+
+sys.path.insert(0, str(lj.REPO / "molecule" / "shared"))
+from concurrency import most_at_once, task_records  # noqa: E402  (shared with molecule/workflow)
 
 HELPER = "generic-multinode-helper"
 SCRIPT = "generic-multinode-script"
@@ -87,39 +90,19 @@ def test_every_line_of_every_rank_is_in_the_job_log_once(basics):
 
 # -- a task array (tests/fuzzfiles/workflow/task-array.yml) ----------------------
 
-TASK_LINE = re.compile(r"^task (\d+) is (\S+) HOSTNAME=(\S+) on (\S+)\nstart (\S+)\nend (\S+)\n\Z")
-
-
-def task_records(run):
-    """{task id: (host name, HOSTNAME, start, end)} from the per-task logs."""
-    records = {}
-    for path in sorted((run.logs / "sweep").iterdir()):
-        found = TASK_LINE.match(path.read_text())
-        assert found, "%s: %r" % (path.name, path.read_text())
-        assert path.name == "task-%s.log" % found.group(1)
-        records[int(found.group(1))] = (found.group(2), found.group(3), float(found.group(5)),
-                                        float(found.group(6)))
-    return records
-
-
 def test_task_array_runs_every_task_once_with_its_id_and_host_name(basics):
     """8 tasks, each once, FB_TASK_ID 1-8, host name and HOSTNAME sweep-<id>,
     each its own log task-<id>.log."""
-    records = task_records(basics)
+    records = task_records(basics.logs / "sweep")
     assert sorted(records) == list(range(1, 9)), basics
-    for task_id, (hostname, env_hostname, _, _) in records.items():
+    for task_id, (hostname, env_hostname, _, _, _) in records.items():
         assert (hostname, env_hostname) == ("sweep-%d" % task_id,) * 2
 
 
 def test_task_array_runs_at_most_concurrency_tasks_at_once(basics):
     """concurrency 4 on the one machine: never more than 4, and they overlap."""
-    intervals = [(start, end) for _, _, start, end in task_records(basics).values()]
-    edges = sorted([(start, 1) for start, _ in intervals] + [(end, -1) for _, end in intervals])
-    most = now = 0
-    for _, step in edges:
-        now += step
-        most = max(most, now)
-    assert 2 <= most <= 4, intervals
+    intervals = [(start, end) for _, _, _, start, end in task_records(basics.logs / "sweep").values()]
+    assert 2 <= most_at_once(intervals) <= 4, intervals
 
 
 def test_task_array_job_log_tells_each_task_start_and_end(basics):

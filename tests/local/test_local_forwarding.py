@@ -5,51 +5,23 @@ stderr reaches the job log exactly once, whole; without it, only the
 worker's rank log; the rank log always. In local mode the lines travel
 through the head's launch socket instead of ssh."""
 
-import collections
-import os
-import re
+import sys
 
 import pytest
 
-WORKERS = (1, 2, 3, 4)
-STREAMS = (b"out", b"err")
-BIG_LINE = b"".join(b"%07d," % i for i in range(131072))  # what edges.yml's big() prints
-assert len(BIG_LINE) == 1 << 20
-BIG_FIELD = re.compile(rb"[0-9]{7},")
-SHORT_LINES = 20000
-HEAD_LINES = [b"head begin", b"head end"]
+import local_jobs as lj
 
-
-def tail(rank, stream):
-    return b"tail rank=%d stream=%s, no newline" % (rank, stream)
-
-
-def worker_lines(rank):
-    """Every line worker `rank` writes in edges.yml, both streams."""
-    lines = [b"marker rank=%d stream=%s" % (rank, s) for s in STREAMS]
-    if rank in (1, 2):
-        lines.append(BIG_LINE)
-    else:
-        lines += [b"short rank=%d stream=%s n=%d" % (rank, s, i) for s in STREAMS for i in range(SHORT_LINES)]
-    return lines + [tail(rank, s) for s in STREAMS]
-
-
-def read_lines(path):
-    assert path.exists(), "%s was not fetched" % path
-    lines = path.read_bytes().split(b"\n")
-    if lines[-1] == b"":
-        lines.pop()
-    return lines
-
-
-def same_lines(got, want):
-    """'' when the two lists hold the same lines as often, else what differs."""
-    got, want = collections.Counter(got), collections.Counter(want)
-    extra, missing = list((got - want).elements()), list((want - got).elements())
-    if not extra and not missing:
-        return ""
-    cut = [line[:120] for line in extra[:20]], [line[:120] for line in missing[:20]]
-    return "%d unexpected or duplicated, e.g. %r\n%d missing, e.g. %r" % (len(extra), cut[0], len(missing), cut[1])
+sys.path.insert(0, str(lj.REPO / "molecule" / "shared"))
+from stream_checks import (  # noqa: E402  (the edges jobs' lines and checks, shared with molecule/streams)
+    HEAD_LINES,
+    WORKERS,
+    big_line_problem,
+    ends_with_newline,
+    read_lines,
+    same_lines,
+    tail_problem,
+    worker_lines,
+)
 
 
 @pytest.fixture
@@ -98,13 +70,9 @@ def test_big_lines_and_unterminated_lines_arrive_whole(finished, job):
         logs.append((job_log(finished, job), list(WORKERS)))
     for path, ranks in logs:
         lines = read_lines(path)
-        assert lines.count(BIG_LINE) == len(set(ranks) & {1, 2}), path
-        assert not [line for line in lines if line != BIG_LINE and BIG_FIELD.search(line)], path
-        assert sorted(line for line in lines if b"no newline" in line) == sorted(
-            tail(r, s) for r in ranks for s in STREAMS), path
-        with open(path, "rb") as handle:
-            handle.seek(-1, os.SEEK_END)
-            assert handle.read() == b"\n", "%s does not end with a newline" % path
+        for problem in (big_line_problem(lines, ranks), tail_problem(lines, ranks)):
+            assert not problem, "%s: %s" % (path, problem)
+        assert ends_with_newline(path), "%s does not end with a newline" % path
 
 
 def test_no_carriage_return_or_transport_chatter_in_any_log(finished):

@@ -5,37 +5,14 @@ mpi_allreduce compiled by this machine's mpicc): mpirun started by the job
 every rank host name through $MULTINODE_SSH_WRAPPER, the ranks
 communicate, a failing MPI rank fails the job, and nothing is left."""
 
-import re
+import sys
 
 import local_jobs as lj
 
-HELLO = re.compile(r"^Hello world from processor (\S+), rank (\d+) out of (\d+) processors$")
-ALLREDUCE = re.compile(r"^allreduce rank (\d+) of (\d+) on (\S+): "
-                       r"sum (\d+) \(expected (\d+)\), ring (\d+) \(expected (\d+)\): (\S+)$")
+sys.path.insert(0, str(lj.REPO / "molecule" / "shared"))
+from mpi_checks import allreduce_results, communicated, hello_ranks  # noqa: E402  (shared with molecule/mpi)
+
 FAILING = {"mpi-rank-fails": "rank 0 (mpi-rank-fails-0 on localhost) exited with status 3"}
-
-
-def hello_ranks(lines):
-    """{MPI rank: (processor name, size)} from the hello world's lines."""
-    found = [HELLO.match(line) for line in lines]
-    assert lines and all(found), lines
-    return {int(m.group(2)): (m.group(1), int(m.group(3))) for m in found}
-
-
-def allreduce_results(lines):
-    found = [ALLREDUCE.match(line) for line in lines if line.startswith("allreduce rank")]
-    assert all(found), lines
-    return sorted((int(m.group(1)), int(m.group(2)), m.group(3), int(m.group(4)),
-                   int(m.group(6)), m.group(8)) for m in found)
-
-
-def communicated(job, nodes, per_node):
-    """What every rank of mpi_allreduce prints when all went well: ranks
-    placed per_node at a time on the job's rank host names, the allreduce
-    of rank + 1 and the ring's sum of ranks right on every rank."""
-    size = nodes * per_node
-    return [(r, size, "%s-%d" % (job, r // per_node), size * (size + 1) // 2,
-             size * (size - 1) // 2, "ok") for r in range(size)]
 
 
 def test_only_the_failing_mpi_job_fails(mpi):

@@ -16,11 +16,11 @@ first on PATH), then ran through run-job.yml, as a user runs it:
 import collections
 import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
 sys.path.insert(0, os.path.join(os.environ["MOLECULE_PROJECT_DIRECTORY"], "molecule", "shared"))
+from docker_network import network_address  # noqa: E402  (shared with molecule/quoting and scale)
 from hostile_args import ARGS, ARGS_HEX  # noqa: E402  (shared with molecule/quoting)
 
 EPHEMERAL = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"])
@@ -48,19 +48,9 @@ def labelled(*labels):
     return sorted(line for line in log_lines(JOB) if line.split(" ", 1)[0] in labels)
 
 
-def head_ip():
-    """rank 0's address on the scenario network, as Docker assigned it."""
-    out = subprocess.run(
-        ["docker", "inspect", "-f",
-         '{{(index .NetworkSettings.Networks "%s").IPAddress}}' % NETWORK, NODES[0]],
-        check=True, stdout=subprocess.PIPE, text=True).stdout.strip()
-    assert re.fullmatch(r"\d+\.\d+\.\d+\.\d+", out), out
-    return out
-
-
 def expected_lines():
     n = ["%s-%d" % (JOB, r) for r in RANKS]
-    ip = head_ip()
+    ip = network_address(NETWORK, NODES[0])  # rank 0's address
     hostlist = ",".join("%s:1" % name for name in n)
     head, env = "changed-on-head", "from-the-job-env"
     lines = {

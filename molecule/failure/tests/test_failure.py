@@ -13,6 +13,7 @@ Times: containers share the host's clock, so a `date +%s.%N` written by a job
 command on a node compares with the verifier's time.time().
 """
 
+import json
 import os
 import re
 import signal
@@ -43,47 +44,27 @@ INTERRUPT_STOPS_JOB_WITHIN = 30  # playbook interrupted -> no job process left
 
 # -- running the playbook like a user ------------------------------------------
 
-def playbook(fuzzfile, logs, job=None, extra_vars=None):
-    return user_playbook.playbook(FUZZFILES / fuzzfile, logs, job, extra_vars)
+def playbook(fuzzfile, logs, job=None, extra_vars=None, args=()):
+    return user_playbook.playbook(FUZZFILES / fuzzfile, logs, job, extra_vars, args)
 
 
-class JobRun:
-    """One finished run of run-job.yml: exit status, output, duration, the
-    logs it fetched, and the job user's processes on every node the moment
-    it returned."""
-
-    def __init__(self, job, logs, rc, output, seconds):
-        self.job, self.logs, self.rc, self.output, self.seconds = job, logs, rc, output, seconds
-        self.leftovers = processes_on_all_nodes()
-
-    def log(self):
-        path = self.logs / (self.job + ".log")
-        return path.read_text() if path.exists() else ""
-
-    def rank_log(self, rank):
-        path = self.logs / self.job / ("rank-%d.log" % rank)
-        return path.read_text() if path.exists() else ""
-
-    def __repr__(self):  # shown by pytest when an assertion fails
-        return "JobRun(%s, rc=%s, %.1f s)\n--- output ---\n%s\n--- job log ---\n%s" % (
-            self.job, self.rc, self.seconds, self.output[-6000:], self.log())
+# interrupted.yml's secret, as a user passes a dict on the command line.
+SECRET_ARGS = ("-e", json.dumps({"fuzz_multinode_secrets": {"user/fmn-interrupted-token": "fmn-s3cret"}}))
 
 
 def run_job(fuzzfile, logs, job=None):
-    argv, env = playbook(fuzzfile, logs, job)
-    started = time.monotonic()
-    proc = subprocess.run(argv, cwd=PROJECT, env=env, stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True)
-    return JobRun(job or Path(fuzzfile).stem, logs, proc.returncode, proc.stdout,
-                  time.monotonic() - started)
+    rc, output, seconds = user_playbook.run_job(FUZZFILES / fuzzfile, logs, job)
+    # leftovers: the job user's processes on every node the moment it returned.
+    return user_playbook.JobRun(job or Path(fuzzfile).stem, logs, rc, output, seconds,
+                                processes_on_all_nodes())
 
 
 class StartedJob:
     """run-job.yml started in the background, in its own process group (as a
     shell runs a foreground command), output to a file."""
 
-    def __init__(self, fuzzfile, logs, job=None, extra_vars=None):
-        argv, env = playbook(fuzzfile, logs, job, extra_vars)
+    def __init__(self, fuzzfile, logs, job=None, extra_vars=None, args=()):
+        argv, env = playbook(fuzzfile, logs, job, extra_vars, args)
         self.job, self.logs = job or Path(fuzzfile).stem, logs
         self.out_path = logs / "ansible-playbook.out"
         with open(self.out_path, "w") as out:
@@ -146,11 +127,8 @@ def unregister(job, nodes=NODES):
         docker("exec", node, "/usr/bin/python3", "-I", RUNTIME, "cleanup", job, timeout=120)
 
 
-def failure_message(output):
-    """What the play reports as the job's failure (its last task), not the
-    job log it shows before."""
-    marker = "TASK [fuzz.multinode.workflow : Report the workflow's result]"
-    return output[output.rfind(marker):] if marker in output else ""
+# A function too: some tests read the output of a run that is no JobRun.
+failure_message = user_playbook.failure_message
 
 
 def timestamp(text, label):
@@ -277,6 +255,13 @@ def head_job_log(job):
     return docker("exec", HEAD, "cat", "/var/log/fuzz-multinode/%s/job.log" % job).stdout
 
 
+def nodes_holding_secrets(job):
+    """The nodes that hold the job's secret values (the runtime keeps them
+    in the job's directory, root only)."""
+    path = "/run/fuzz-multinode/jobs/%s/secrets.json" % job
+    return [node for node in NODES if docker("exec", node, "test", "-e", path).returncode == 0]
+
+
 def wait_for_no_processes(within):
     """Job processes left on the nodes, polled until none are or `within`
     seconds passed; returns (what is left, seconds it took)."""
@@ -300,9 +285,10 @@ def test_interrupted_playbook_stops_the_job_on_every_node(tmp_path, how):
     ansible-playbook returns after Ctrl-C, soon after for the others
     (ansible-playbook ends at once; its worker process finishes the log)."""
     job = "interrupted-" + how.lower()
-    started = StartedJob("interrupted.yml", tmp_path, job)
+    started = StartedJob("interrupted.yml", tmp_path, job, args=SECRET_ARGS)
     try:
         started.wait_until_running([HEAD, WORKER])
+        assert nodes_holding_secrets(job) == [HEAD, WORKER]  # a 2-node job
         shown = "[%s] %s-1 sleeps" % (job, job)  # the worker's line, on the terminal
         deadline = time.monotonic() + 30
         while shown not in started.output() and time.monotonic() < deadline:
@@ -340,6 +326,12 @@ def test_interrupted_playbook_stops_the_job_on_every_node(tmp_path, how):
         for line in ["%s-0 sleeps" % job, "%s-1 left a sleeper" % job, "%s-1 sleeps" % job]:
             assert line in kept, kept
         assert "multinode-ssh-wrapper: " + canceled in kept, kept
+        # No play cleans up after an interrupted one: the job's secret
+        # values must go with the job itself.
+        deadline = time.monotonic() + INTERRUPT_STOPS_JOB_WITHIN
+        while nodes_holding_secrets(job) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert nodes_holding_secrets(job) == []
     finally:
         started.stop()
         unregister(job)
@@ -367,7 +359,7 @@ def test_frozen_controller_gets_the_job_canceled(tmp_path):
     cancels the job on every node by itself."""
     job = "interrupted-sigint"
     timeout = 10
-    started = StartedJob("interrupted.yml", tmp_path, job,
+    started = StartedJob("interrupted.yml", tmp_path, job, args=SECRET_ARGS,
                          extra_vars={"fuzz_multinode_controller_timeout": timeout})
     frozen = []
     try:

@@ -22,16 +22,15 @@ Tests run in file order; each judges its own job.
 
 import os
 import re
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, os.path.join(os.environ["MOLECULE_PROJECT_DIRECTORY"], "molecule", "shared"))
 import fuzz_playbook as user_playbook  # noqa: E402  (run-job.yml as a user runs it)
+from mpi_checks import allreduce_results, communicated, hello_ranks  # noqa: E402  (shared with tests/local)
 
 EPHEMERAL = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"])
 PROJECT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
@@ -76,55 +75,13 @@ def processes_on_all_nodes():
 
 # -- running jobs like a user ----------------------------------------------------
 
-class JobRun:
-    """One finished run of run-job.yml: exit status, output, the logs it
-    fetched, and what was left on every node the moment it returned."""
-
-    def __init__(self, job, logs, rc, output, seconds):
-        self.job, self.logs, self.rc, self.output, self.seconds = job, logs, rc, output, seconds
-        self.leftovers = processes_on_all_nodes()
-
-    def log(self):
-        path = self.logs / (self.job + ".log")
-        return path.read_text() if path.exists() else ""
-
-    def lines(self):
-        return self.log().splitlines()
-
-    def rank_log(self, rank):
-        path = self.logs / self.job / ("rank-%d.log" % rank)
-        return path.read_text() if path.exists() else ""
-
-    def failure_message(self):
-        """What the play reports as the job's failure (its last task)."""
-        marker = "TASK [fuzz.multinode.workflow : Report the workflow's result]"
-        return self.output[self.output.rfind(marker):] if marker in self.output else ""
-
-    def __repr__(self):  # shown by pytest when an assertion fails
-        return "JobRun(%s, rc=%s, %.1f s)\n--- output ---\n%s\n--- job log ---\n%s" % (
-            self.job, self.rc, self.seconds, self.output[-6000:], self.log())
-
-
 def run_playbook(fuzzfile, logs, extra_vars=None):
     """run-job.yml to the end, like fuzz_playbook.run_job, but a job that
     hangs (an MPI run that never ends) fails its tests instead of the whole
     scenario: after PLAYBOOK_TIMEOUT the playbook gets Ctrl-C, as a user
-    would give it, which cancels the job on every node."""
+    would give it, which cancels the job on every node (SIGKILL 120 s on)."""
     argv, env = user_playbook.playbook(fuzzfile, logs, extra_vars=extra_vars)
-    started = time.monotonic()
-    proc = subprocess.Popen(argv, cwd=PROJECT, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    try:
-        output, _ = proc.communicate(timeout=PLAYBOOK_TIMEOUT)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGINT)
-        try:
-            output, _ = proc.communicate(timeout=120)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            output, _ = proc.communicate()
-        output = "(interrupted after %d s)\n%s" % (PLAYBOOK_TIMEOUT, output)
-    return proc.returncode, output, time.monotonic() - started
+    return user_playbook.run_with_timeout(argv, env, PROJECT, PLAYBOOK_TIMEOUT, grace=120)
 
 
 @pytest.fixture(scope="module")
@@ -137,40 +94,11 @@ def job_run(tmp_path_factory):
         if key not in runs:
             logs = tmp_path_factory.mktemp("logs")
             rc, output, seconds = run_playbook(FUZZFILES / fuzzfile, logs, extra_vars)
-            runs[key] = JobRun(Path(fuzzfile).stem, logs, rc, output, seconds)
+            # What is left on the nodes the moment the playbook returned.
+            runs[key] = user_playbook.JobRun(Path(fuzzfile).stem, logs, rc, output, seconds,
+                                             processes_on_all_nodes())
         return runs[key]
     return get
-
-
-# -- what MPI programs print -------------------------------------------------------
-
-HELLO = re.compile(r"^Hello world from processor (\S+), rank (\d+) out of (\d+) processors$")
-ALLREDUCE = re.compile(r"^allreduce rank (\d+) of (\d+) on (\S+): "
-                       r"sum (\d+) \(expected (\d+)\), ring (\d+) \(expected (\d+)\): (\S+)$")
-
-
-def hello_ranks(lines):
-    """{MPI rank: processor name} from the hello world's lines."""
-    found = [HELLO.match(line) for line in lines if line.startswith("Hello world")]
-    assert all(found), lines
-    return {int(m.group(2)): (m.group(1), int(m.group(3))) for m in found}
-
-
-def allreduce_results(lines):
-    """[(rank, size, processor name, sum, ring, verdict)] of mpi_allreduce."""
-    found = [ALLREDUCE.match(line) for line in lines if line.startswith("allreduce rank")]
-    assert all(found), lines
-    return sorted((int(m.group(1)), int(m.group(2)), m.group(3), int(m.group(4)),
-                   int(m.group(6)), m.group(8)) for m in found)
-
-
-def communicated(job, nodes, per_node):
-    """What every rank of mpi_allreduce prints when all went well: ranks
-    placed per_node at a time on the job's rank host names, the allreduce
-    of rank + 1 and the ring's sum of ranks right on every rank."""
-    size = nodes * per_node
-    return [(r, size, "%s-%d" % (job, r // per_node), size * (size + 1) // 2,
-             size * (size - 1) // 2, "ok") for r in range(size)]
 
 
 # -- the spec's Open MPI example (run by converge.yml) -------------------------------

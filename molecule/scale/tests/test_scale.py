@@ -32,6 +32,8 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.environ["MOLECULE_PROJECT_DIRECTORY"], "molecule", "shared"))
 import fuzz_playbook as user_playbook  # noqa: E402  (run-job.yml as a user runs it)
+from docker_network import network_address  # noqa: E402  (shared with molecule/busybox and quoting)
+from job_logs import JobLogs  # noqa: E402  (shared with molecule/quoting)
 
 PROJECT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
 EPHEMERAL = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"])
@@ -88,40 +90,19 @@ def node_state(node):
 @pytest.fixture(scope="session")
 def addresses():
     """Each node's address on the scenario network, as Docker assigned it."""
-    found = []
-    for node in NODES:
-        done = docker("inspect", "-f", '{{(index .NetworkSettings.Networks "%s").IPAddress}}' % NETWORK, node)
-        assert re.fullmatch(r"\d+\.\d+\.\d+\.\d+", done.stdout.strip()), (node, done.stdout, done.stderr)
-        found.append(done.stdout.strip())
-    return found
+    return [network_address(NETWORK, node) for node in NODES]
 
 
 # -- running jobs like a user -----------------------------------------------------
 
-class JobRun:
+class JobRun(JobLogs):
     """One finished run of run-job.yml: exit status, output, duration, the
-    logs it fetched, and the job user's processes on every node the moment
-    it returned."""
+    logs it fetched (read through JobLogs), and the job user's processes on
+    every node the moment it returned."""
 
     def __init__(self, job, logs, rc, output, seconds, leftovers=None):
         self.job, self.logs, self.rc, self.output, self.seconds = job, logs, rc, output, seconds
         self.leftovers = processes_on_all_nodes() if leftovers is None else leftovers
-
-    @property
-    def log(self):
-        path = self.logs / (self.job + ".log")
-        return path.read_text() if path.exists() else ""
-
-    @property
-    def lines(self):
-        return self.log.splitlines()
-
-    def labelled(self, label):
-        return sorted(line for line in self.lines if line.split(" ", 1)[0] == label)
-
-    def rank_log(self, rank):
-        path = self.logs / self.job / ("rank-%d.log" % rank)
-        return path.read_text().splitlines() if path.exists() else None
 
     def __repr__(self):  # shown by pytest when an assertion fails
         return "JobRun(%s, rc=%s, %.1f s)\n--- output ---\n%s\n--- job log ---\n%s" % (

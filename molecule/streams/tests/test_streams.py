@@ -24,9 +24,7 @@ The load logs are about 200 MB: they are read line by line, never held
 whole, and a sequence number's arrivals are counted in a bytearray.
 """
 
-import collections
 import os
-import re
 import shutil
 import sys
 from pathlib import Path
@@ -36,12 +34,22 @@ import yaml
 
 sys.path.insert(0, os.path.join(os.environ["MOLECULE_PROJECT_DIRECTORY"], "molecule", "shared"))
 import fuzz_playbook as user_playbook  # noqa: E402  (run-job.yml as a user runs it)
+from stream_checks import (  # noqa: E402  (the edges jobs' lines and checks, shared with tests/local)
+    HEAD_LINES,
+    STREAMS,
+    WORKERS,
+    big_line_problem,
+    ends_with_newline,
+    read_lines,
+    same_lines,
+    show,
+    tail_problem,
+    worker_lines,
+)
 
 PROJECT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
 EPHEMERAL = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"])
 FUZZFILES = PROJECT / "tests" / "fuzzfiles" / "streams"
-WORKERS = (1, 2, 3, 4)
-STREAMS = (b"out", b"err")
 FUZZFILE_OF = {"streams-off": "edges.yml", "streams-on": "edges.yml", "streams-load": "load.yml"}
 
 # What ssh's client says on its stderr in one situation or another; none of
@@ -105,55 +113,6 @@ def jobs():
 
 # -- the edges jobs: forwarding off and on, a 1 MiB line, unterminated lines --------
 
-BIG_LINE = b"".join(b"%07d," % i for i in range(131072))  # what edges.yml's big() prints
-assert len(BIG_LINE) == 1 << 20
-BIG_FIELD = re.compile(rb"[0-9]{7},")  # only the big lines hold one
-SHORT_LINES = 20000
-HEAD_LINES = [b"head begin", b"head end"]
-
-
-def tail(rank, stream):
-    return b"tail rank=%d stream=%s, no newline" % (rank, stream)
-
-
-def worker_lines(rank):
-    """Every line worker `rank` writes in edges.yml, both streams."""
-    lines = [b"marker rank=%d stream=%s" % (rank, s) for s in STREAMS]
-    if rank in (1, 2):
-        lines.append(BIG_LINE)
-    else:
-        lines += [b"short rank=%d stream=%s n=%d" % (rank, s, i) for s in STREAMS for i in range(SHORT_LINES)]
-    return lines + [tail(rank, s) for s in STREAMS]
-
-
-def read_lines(path):
-    """The lines of a log, bytes without their newlines (an unterminated
-    last line counts as a line)."""
-    assert path.exists(), "%s was not fetched" % path
-    lines = path.read_bytes().split(b"\n")
-    if lines[-1] == b"":
-        lines.pop()
-    return lines
-
-
-def show(lines, limit=30):
-    """Lines for an assertion message: the first `limit`, each cut short."""
-    lines = list(lines)
-    shown = [line[:120] + (b"... (%d bytes)" % len(line) if len(line) > 120 else b"") for line in lines[:limit]]
-    more = ["... and %d more" % (len(lines) - limit)] if len(lines) > limit else []
-    return "\n".join([repr(line) for line in shown] + more)
-
-
-def same_lines(got, want):
-    """'' when the two lists hold the same lines as often, else what differs."""
-    got, want = collections.Counter(got), collections.Counter(want)
-    extra, missing = got - want, want - got
-    if not extra and not missing:
-        return ""
-    return "unexpected or duplicated:\n%s\nmissing:\n%s" % (
-        show(extra.elements()), show(missing.elements()))
-
-
 @pytest.fixture(params=["streams-off", "streams-on"])
 def edges(request, jobs):
     return jobs.get(request.param)
@@ -198,10 +157,8 @@ def test_a_1_MiB_line_arrives_byte_exact(edges):
     line of exactly those bytes, in the job log (forwarding on) and in the
     rank logs."""
     for what, path, ranks in logs_of(edges):
-        lines = read_lines(path)
-        assert lines.count(BIG_LINE) == len(set(ranks) & {1, 2}), what
-        pieces = [line for line in lines if line != BIG_LINE and BIG_FIELD.search(line)]
-        assert not pieces, "%s: pieces of a big line:\n%s" % (what, show(pieces))
+        problem = big_line_problem(read_lines(path), ranks)
+        assert not problem, "%s: %s" % (what, problem)
 
 
 def test_unterminated_last_lines_arrive_whole(edges):
@@ -209,12 +166,9 @@ def test_unterminated_last_lines_arrive_whole(edges):
     is a line of its own with exactly its bytes, terminated by a newline,
     never glued to the line that follows it in the log."""
     for what, path, ranks in logs_of(edges):
-        lines = read_lines(path)
-        holding = sorted(line for line in lines if b"no newline" in line)
-        assert holding == sorted(tail(r, s) for r in ranks for s in STREAMS), "%s:\n%s" % (what, show(holding))
-        with open(path, "rb") as handle:
-            handle.seek(-1, os.SEEK_END)
-            assert handle.read() == b"\n", "%s does not end with a newline" % what
+        problem = tail_problem(read_lines(path), ranks)
+        assert not problem, "%s: %s" % (what, problem)
+        assert ends_with_newline(path), "%s does not end with a newline" % what
 
 
 # -- the load job: 4 workers x 2 streams x 25 MB at once ----------------------------

@@ -18,6 +18,7 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.environ["MOLECULE_PROJECT_DIRECTORY"], "molecule", "shared"))
 import fuzz_playbook as user_playbook  # noqa: E402  (run-job.yml as a user runs it)
+from concurrency import most_at_once, task_records  # noqa: E402  (shared with tests/local)
 
 EPHEMERAL = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"])
 PROJECT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
@@ -137,54 +138,28 @@ def test_naming_a_job_runs_only_that_job_and_says_its_dependencies_did_not_run(t
 
 # -- task arrays -------------------------------------------------------------
 
-TASK_LINE = re.compile(r"^task (\d+) is (\S+) HOSTNAME=(\S+) on (\S+)\nstart (\S+)\nend (\S+)\n\Z")
-
-
 @pytest.fixture(scope="module")
 def task_array(tmp_path_factory):
     return WorkflowRun("task-array.yml", tmp_path_factory.mktemp("task-array"))
 
 
-def task_records(run):
-    """{task id: (host name, HOSTNAME, node, start, end)} from the per-task logs."""
-    records = {}
-    for path in sorted((run.logs / "sweep").iterdir()):
-        found = TASK_LINE.match(path.read_text())
-        assert found, "%s: %r" % (path.name, path.read_text())
-        assert path.name == "task-%s.log" % found.group(1)
-        records[int(found.group(1))] = (found.group(2), found.group(3), found.group(4),
-                                        float(found.group(5)), float(found.group(6)))
-    return records
-
-
-def most_at_once(intervals):
-    """The largest number of (start, end) intervals that overlap."""
-    edges = sorted([(start, 1) for start, _ in intervals] + [(end, -1) for _, end in intervals],
-                   key=lambda edge: (edge[0], edge[1]))
-    most = now = 0
-    for _, step in edges:
-        now += step
-        most = max(most, now)
-    return most
-
-
 def test_task_array_runs_every_task_once_with_its_id_and_host_name(task_array):
     assert task_array.rc == 0, task_array.output
-    records = task_records(task_array)
+    records = task_records(task_array.logs / "sweep")
     assert sorted(records) == list(range(1, 9))
     for task_id, (hostname, env_hostname, _, _, _) in records.items():
         assert (hostname, env_hostname) == ("sweep-%d" % task_id,) * 2
 
 
 def test_task_array_runs_at_most_concurrency_tasks_at_once(task_array):
-    records = task_records(task_array).values()
+    records = task_records(task_array.logs / "sweep").values()
     # 8 tasks of 2 s, 4 at a time: never more than 4, and they did overlap.
     assert most_at_once([(start, end) for _, _, _, start, end in records]) == 4
 
 
 def test_task_array_spreads_tasks_over_the_nodes(task_array):
     """4 at a time on 3 nodes: every node runs tasks, none more than 2 at once."""
-    records = task_records(task_array).values()
+    records = task_records(task_array.logs / "sweep").values()
     for node in NODES:
         mine = [(start, end) for _, _, where, start, end in records if where == node]
         assert mine, "no task ran on %s" % node
