@@ -20,9 +20,11 @@ as one of these subcommands:
                         job on its node, the way a wrapper call runs
   connect JOB REQUEST   (job user, local mode) carry a launch request to
                         the head's local launch socket, as ssh would
-  cleanup JOB           (root) kill every process of JOB on this node,
+  cleanup JOB [--everywhere]
+                        (root) kill every process of JOB on this node,
                         remove the files it placed, unregister it; prints
-                        JSON
+                        JSON. --everywhere (head): on the job's other nodes
+                        too, when no play will (the playbook was interrupted)
 
 Every process of a rank runs in a UTS namespace whose host name is the rank's
 name (<job>-<rank>). The namespaces are recorded per job, so cleanup finds
@@ -497,15 +499,26 @@ def cleanup_job(job, grace, user):
 
 
 def cmd_cleanup(args):
-    if len(args) != 1:
-        raise RuntimeFailure("usage: cleanup JOB")
+    """cleanup JOB: stop every process of the job on this node and remove
+    its registration. --everywhere (on the head, when no play will clean up
+    after the job: it was interrupted) does the same on the job's other
+    nodes first."""
+    if len(args) not in (1, 2) or (len(args) == 2 and args[1] != "--everywhere"):
+        raise RuntimeFailure("usage: cleanup JOB [--everywhere]")
     job = args[0]
-    grace, user = 10, None
+    grace, user, spec = 10, None, None
     try:
         spec = load_spec(job)
         grace, user = spec.get("kill_grace", grace), job_user(spec)
     except RuntimeFailure:
         pass  # not registered here (any more): only the hosts block to clear
+    if spec is not None and len(args) == 2 and not spec.get("local"):
+        here = this_node(job)
+        others = {}
+        for rank in spec["ranks"]:
+            if rank["node"] != here:
+                others.setdefault(rank["node"], rank)
+        clean_nodes(spec, user, others, unregister=True)
     killed = cleanup_job(job, grace, user)
     print(json.dumps({"changed": killed > 0, "job": job, "killed": killed}))
 
@@ -1037,6 +1050,37 @@ def remove_job_files(job, user):
 # head: rank 0 and the job's supervisor
 # --------------------------------------------------------------------------
 
+def clean_nodes(spec, user, nodes, unregister):
+    """Send the cleanup request to `nodes` ({node: a rank on it}) in
+    parallel, over fresh ssh connections as the job user (the multiplexed
+    ones are gone by now): each node stops what is left of the job there,
+    and with `unregister` also removes the job's registration (cleanup_job).
+    Returns the call records the nodes answer with."""
+    request = encode_request({"job": spec["job"], "cleanup": True, "unregister": unregister})
+    head = spec["ranks"][0]
+    calls = [spawn_as(user, ssh_command(node, rank["address"]) + [
+                 "-o", "ControlMaster=no", "-o", "ControlPath=none", "-T", request],
+                 rank_environment(spec, head, user), "/",
+                 subprocess.DEVNULL, subprocess.PIPE, subprocess.DEVNULL)
+             for node, rank in nodes.items()]
+    records = []
+    deadline = time.monotonic() + spec.get("kill_grace", 10) + 20
+    for call in calls:
+        try:
+            answer, _ = call.communicate(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            call.kill()
+            call.communicate()
+            continue
+        for kind, payload in FrameReader().feed(answer):
+            if kind == FRAME_STDOUT:
+                try:
+                    records += json.loads(payload)
+                except ValueError:
+                    pass
+    return records
+
+
 class Cancelled(Exception):
     pass
 
@@ -1172,32 +1216,12 @@ class Supervisor:
             raise Cancelled(reason)
 
     def clean_workers(self):
-        """Ask every worker node to stop what is left of the job there (in
-        parallel, on fresh connections: the multiplexed ones are gone); each
+        """Ask every worker node to stop what is left of the job there; each
         answers with the call records made there (remote_calls)."""
         # A node that was lost is skipped: a fresh connection would only time out.
         nodes = {node: rank for node, rank in self.remote_nodes().items()
                  if node not in self.lost_nodes}
-        request = encode_request({"job": self.job, "cleanup": True})
-        calls = [spawn_as(self.user, ssh_command(node, rank["address"]) + [
-                     "-o", "ControlMaster=no", "-o", "ControlPath=none", "-T", request],
-                     rank_environment(self.spec, self.head, self.user), "/",
-                     subprocess.DEVNULL, subprocess.PIPE, subprocess.DEVNULL)
-                 for node, rank in nodes.items()]
-        deadline = time.monotonic() + self.grace + 20
-        for call in calls:
-            try:
-                answer, _ = call.communicate(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                call.kill()
-                call.communicate()
-                continue
-            for kind, payload in FrameReader().feed(answer):
-                if kind == FRAME_STDOUT:
-                    try:
-                        self.remote_calls += json.loads(payload)
-                    except ValueError:
-                        pass
+        self.remote_calls += clean_nodes(self.spec, self.user, nodes, unregister=False)
 
     def controller_gone(self):
         """True when the controller stopped polling the job (the play was
@@ -1737,11 +1761,15 @@ def serve_launch(original):
         request = parse_launch_request(original)
         spec = load_spec(request["job"])
         if request.get("cleanup"):
-            kill_job_processes(recorded_namespaces(spec["job"]), spec.get("kill_grace", 10),
-                               job_user(spec))
-            forget_secrets(spec["job"])
             # The wrapper calls made on this node, for the job's summary.
-            send_frame(out, FRAME_STDOUT, json.dumps(read_call_records(spec["job"])).encode())
+            records = read_call_records(spec["job"])
+            if request.get("unregister"):
+                cleanup_job(spec["job"], spec.get("kill_grace", 10), job_user(spec))
+            else:
+                kill_job_processes(recorded_namespaces(spec["job"]), spec.get("kill_grace", 10),
+                                   job_user(spec))
+                forget_secrets(spec["job"])
+            send_frame(out, FRAME_STDOUT, json.dumps(records).encode())
             send_frame(out, FRAME_EXIT, b"0")
             return 0
         ranks = [r for r in spec["ranks"] if r["rank"] == request["rank"]]

@@ -35,6 +35,7 @@ display = Display()
 
 MODULE = "fuzz.multinode.launch_job"
 JOBS_DIR = "/run/fuzz-multinode/jobs"
+RUNTIME = "/opt/fuzz-multinode/multinode-runtime.py"
 CANCEL_WITHIN = 30  # seconds allowed for delivering a cancel request
 # After the job: at most this much more of its log is streamed, about a
 # second's worth (the fuzz.multinode.job role fetches the whole file when
@@ -115,6 +116,7 @@ class ActionModule(ActionBase):
                 if os.getppid() != playbook_pid:
                     self._cancel(args["job"], "the controller: the playbook process ended")
                     self._after_cancel(args, log, grace, task_vars)
+                    self._unregister(args, grace)
                     result.update(failed=True, finished=True, status="CANCELED",
                                   msg="job %s canceled: the playbook process ended" % args["job"])
                     return result
@@ -150,6 +152,7 @@ class ActionModule(ActionBase):
         name = signal.Signals(signum).name
         self._cancel(args["job"], "the controller: the playbook was interrupted (%s)" % name)
         self._after_cancel(args, log, grace, task_vars)
+        self._unregister(args, grace)
         handler = previous[signum]
         signal.signal(signum, handler)
         if callable(handler):
@@ -207,17 +210,27 @@ class ActionModule(ActionBase):
         log.close()
 
     def _cancel(self, job, reason):
-        """Write the job's cancel file on the head, best effort and bounded:
-        if it cannot be delivered, the supervisor's heartbeat check still
-        cancels the job."""
+        """Write the job's cancel file on the head. If it cannot be
+        delivered, the supervisor's heartbeat check still cancels the job."""
+        path = "%s/%s/cancel" % (JOBS_DIR, job)
+        self._on_head("printf '%%s\\n' %s > %s" % (shlex.quote(reason), shlex.quote(path)), CANCEL_WITHIN)
+
+    def _unregister(self, args, grace):
+        """No play cleans up after an interrupted one: remove the job from
+        every node from here (its processes are gone by now; this removes
+        its registration, files and rank host names)."""
+        self._on_head("/usr/bin/python3 -I %s cleanup %s --everywhere" % (
+            shlex.quote(args.get("runtime") or RUNTIME), shlex.quote(args["job"])), int(grace) + 30)
+
+    def _on_head(self, command, within):
+        """Run a command on the head as root, best effort and bounded: this
+        process is killed after `within` seconds (the play is ending)."""
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, signal.SIG_IGN)  # a second Ctrl-C must not cut this short
         signal.signal(signal.SIGALRM, signal.SIG_DFL)
-        signal.alarm(CANCEL_WITHIN)
-        path = "%s/%s/cancel" % (JOBS_DIR, job)
+        signal.alarm(within)
         try:
-            self._low_level_execute_command(
-                "printf '%%s\\n' %s > %s" % (shlex.quote(reason), shlex.quote(path)), sudoable=True)
+            self._low_level_execute_command(command, sudoable=True)
         except Exception:  # noqa: BLE001 -- best effort, see above
             pass
         finally:

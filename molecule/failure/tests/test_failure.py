@@ -262,6 +262,13 @@ def nodes_holding_secrets(job):
     return [node for node in NODES if docker("exec", node, "test", "-e", path).returncode == 0]
 
 
+def nodes_where_registered(job):
+    """The nodes where anything of the job's registration is left: its
+    directory (spec, secrets, pinned namespaces) or its rank host names."""
+    check = "test -e /run/fuzz-multinode/jobs/%s || grep -q 'fuzz.multinode job %s$' /etc/hosts" % (job, job)
+    return [node for node in NODES if docker("exec", node, "sh", "-c", check).returncode == 0]
+
+
 def wait_for_no_processes(within):
     """Job processes left on the nodes, polled until none are or `within`
     seconds passed; returns (what is left, seconds it took)."""
@@ -289,6 +296,7 @@ def test_interrupted_playbook_stops_the_job_on_every_node(tmp_path, how):
     try:
         started.wait_until_running([HEAD, WORKER])
         assert nodes_holding_secrets(job) == [HEAD, WORKER]  # a 2-node job
+        assert nodes_where_registered(job) == [HEAD, WORKER]
         shown = "[%s] %s-1 sleeps" % (job, job)  # the worker's line, on the terminal
         deadline = time.monotonic() + 30
         while shown not in started.output() and time.monotonic() < deadline:
@@ -327,11 +335,12 @@ def test_interrupted_playbook_stops_the_job_on_every_node(tmp_path, how):
             assert line in kept, kept
         assert "multinode-ssh-wrapper: " + canceled in kept, kept
         # No play cleans up after an interrupted one: the job's secret
-        # values must go with the job itself.
+        # values, and then its whole registration, must go all the same.
         deadline = time.monotonic() + INTERRUPT_STOPS_JOB_WITHIN
-        while nodes_holding_secrets(job) and time.monotonic() < deadline:
+        while nodes_where_registered(job) and time.monotonic() < deadline:
             time.sleep(0.5)
         assert nodes_holding_secrets(job) == []
+        assert nodes_where_registered(job) == []
     finally:
         started.stop()
         unregister(job)
