@@ -1761,14 +1761,14 @@ def serve_launch(original):
         request = parse_launch_request(original)
         spec = load_spec(request["job"])
         if request.get("cleanup"):
+            kill_job_processes(recorded_namespaces(spec["job"]), spec.get("kill_grace", 10),
+                               job_user(spec))
+            forget_secrets(spec["job"])
             # The wrapper calls made on this node, for the job's summary.
             records = read_call_records(spec["job"])
             if request.get("unregister"):
+                # Nothing is left to kill: the rest of the registration.
                 cleanup_job(spec["job"], spec.get("kill_grace", 10), job_user(spec))
-            else:
-                kill_job_processes(recorded_namespaces(spec["job"]), spec.get("kill_grace", 10),
-                                   job_user(spec))
-                forget_secrets(spec["job"])
             send_frame(out, FRAME_STDOUT, json.dumps(records).encode())
             send_frame(out, FRAME_EXIT, b"0")
             return 0
