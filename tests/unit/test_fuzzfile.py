@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from ansible_collections.fuzz.multinode.plugins.module_utils.fuzzfile import (
     FuzzfileError,
-    Job,
+    load_job,
     parse_memory_size,
     parse_workflow,
     require_runnable,
@@ -948,19 +948,19 @@ def test_to_dict():
 )
 def test_from_dict_round_trip(j):
     data = json.loads(json.dumps(j.to_dict()))
-    assert Job.from_dict(data) == j
+    assert load_job(data) == j
 
 
 def test_from_dict_accepts_an_env_mapping():
     data = parse_job().to_dict()
     data["env"] = {"A": "1", "B": ""}
-    assert Job.from_dict(data).env == [("A", "1"), ("B", "")]
+    assert load_job(data).env == [("A", "1"), ("B", "")]
 
 
 def test_from_dict_ignores_slots_per_node():
     data = parse_job().to_dict()
     data["slots_per_node"] = 99
-    assert Job.from_dict(data).slots_per_node == 1
+    assert load_job(data).slots_per_node == 1
 
 
 def dict_with(**changes):
@@ -1018,7 +1018,7 @@ def dict_with(**changes):
 )
 def test_from_dict_errors(data, message):
     with pytest.raises(FuzzfileError) as info:
-        Job.from_dict(data)
+        load_job(data)
     assert str(info.value) == message
 
 
@@ -1036,7 +1036,7 @@ def test_env_values_round_trip(value):
     data = workflow({"solve": job(env=["K=" + value])})
     j = select_job(parse_workflow(yaml.safe_dump(data)))
     assert j.env == [("K", value)]
-    assert Job.from_dict(json.loads(json.dumps(j.to_dict()))).env == [("K", value)]
+    assert load_job(json.loads(json.dumps(j.to_dict()))).env == [("K", value)]
 
 
 @settings(max_examples=200, deadline=None)

@@ -18,10 +18,10 @@ from hypothesis import strategies as st
 from ansible_collections.fuzz.multinode.plugins.module_utils.fuzzfile import (
     Dependency,
     FuzzfileError,
-    Job,
     TaskArray,
-    Workflow,
     dependency_order,
+    load_job,
+    load_workflow,
     not_executed_yet,
     parse_go_duration,
     parse_workflow,
@@ -395,7 +395,7 @@ def test_the_workflow_example():
     assert wf.jobs["report"].depends_on == [
         Dependency("energy", "FINISHED"), Dependency("residual", "FINISHED")]
     assert all(j.unsupported == [] for j in wf.jobs.values())
-    assert Workflow.from_dict(json.loads(json.dumps(wf.to_dict()))) == wf
+    assert load_workflow(json.loads(json.dumps(wf.to_dict()))) == wf
 
 
 # ---------------------------------------------------------------------------
@@ -1122,21 +1122,21 @@ def everything():
 def test_job_round_trip(name):
     j = everything().jobs[name]
     data = json.loads(json.dumps(j.to_dict()))
-    assert Job.from_dict(data) == j
+    assert load_job(data) == j
 
 
 @pytest.mark.parametrize("name", ["db", "web", "grpc", "probe-exec"])
 def test_service_round_trip(name):
     s = everything().service_defs[name]
-    assert Job.from_dict(json.loads(json.dumps(s.to_dict()))) == s
+    assert load_job(json.loads(json.dumps(s.to_dict()))) == s
 
 
 def test_workflow_round_trip():
     wf = everything()
     data = json.loads(json.dumps(wf.to_dict()))
     assert data["order"] == wf.order and data["waves"] == wf.waves
-    assert Workflow.from_dict(data) == wf
-    assert Workflow.from_dict(data).to_dict() == data
+    assert load_workflow(data) == wf
+    assert load_workflow(data).to_dict() == data
 
 
 def test_old_job_dicts_still_load():
@@ -1145,7 +1145,7 @@ def test_old_job_dicts_still_load():
             "env": [], "cwd": None, "cores": None, "affinity": None, "memory_bytes": None,
             "nodes": 1, "implementation": None, "procs_per_node": None, "slots_per_node": 1,
             "unsupported": []}
-    j = Job.from_dict(data)
+    j = load_job(data)
     assert (j.kind, j.depends_on, j.timeout_seconds, j.task_array, j.files) == (
         "job", [], None, None, {})
 
@@ -1190,14 +1190,14 @@ def solve_dict(**changes):
 )
 def test_job_from_dict_errors(data, message):
     with pytest.raises(FuzzfileError) as info:
-        Job.from_dict(data)
+        load_job(data)
     assert str(info.value) == message
 
 
 def test_a_service_dict_may_have_neither_command_nor_script():
     data = everything().service_defs["db"].to_dict()
     assert (data["command"], data["script"]) == (None, None)
-    assert Job.from_dict(data).kind == "service"
+    assert load_job(data).kind == "service"
 
 
 def workflow_dict(**changes):
@@ -1209,7 +1209,7 @@ def workflow_dict(**changes):
 def test_workflow_from_dict_errors():
     def message(data):
         with pytest.raises(FuzzfileError) as info:
-            Workflow.from_dict(data)
+            load_workflow(data)
         return str(info.value)
 
     data = workflow_dict()
@@ -1451,7 +1451,7 @@ def test_any_value_anywhere_is_a_result_or_a_fuzzfile_error(path, value, version
         wf = parse(data)
     except FuzzfileError:
         return
-    assert Workflow.from_dict(json.loads(json.dumps(wf.to_dict()))) == wf
+    assert load_workflow(json.loads(json.dumps(wf.to_dict()))) == wf
 
 
 def test_runner_names_what_it_does_not_carry_out_yet():
