@@ -33,10 +33,13 @@ __all__ = [
     "plan_ranks",
 ]
 
+# Documented once for both tasks: plugins/doc_fragments/controller_task.py.
+SECRET_NAMES_OPTION: Dict[str, Any] = dict(type="list", elements="str")
+
 FUZZFILE_ARGUMENT_SPEC: Dict[str, Any] = dict(
     path=dict(type="path", required=True),
     job=dict(type="str"),
-    secret_names=dict(type="list", elements="str"),
+    secret_names=dict(SECRET_NAMES_OPTION),
 )
 
 RANK_PLAN_ARGUMENT_SPEC: Dict[str, Any] = dict(
@@ -54,7 +57,7 @@ RANK_PLAN_ARGUMENT_SPEC: Dict[str, Any] = dict(
     wrapper_path=dict(type="str", default="/multinode/ssh-wrapper"),
     kill_grace=dict(type="int", default=10),
     files=dict(type="dict"),
-    secret_names=dict(type="list", elements="str"),
+    secret_names=dict(SECRET_NAMES_OPTION),
     local=dict(type="bool", default=False),
 )
 
