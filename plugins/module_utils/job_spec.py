@@ -78,12 +78,12 @@ import re
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Union
 
 from ansible_collections.fuzz.multinode.plugins.module_utils.fuzzfile import (
-    MULTINODE_VARS,
     FuzzfileError,
     Job,
     admit,
     load_job,
     rank_name,
+    reserved_env,
     secret_references,
     task_name,
 )
@@ -311,7 +311,7 @@ def _render(
     slots = job.slots_per_node
     total = slots * job.nodes
     head_vars: Dict[str, str] = {}
-    reserved = ["HOSTNAME"]
+    reserved = reserved_env(job)
     if job.multinode:
         head_vars = {
             "MULTINODE_HOSTLIST": ",".join("%s:%d" % (name, slots) for name in names),
@@ -321,7 +321,6 @@ def _render(
             "MULTINODE_SSH_WRAPPER": wrapper_path,
             "MULTINODE_RSH_WRAPPER": wrapper_path,
         }
-        reserved += ["RANK"] + list(MULTINODE_VARS)
 
     notes = list(job.unsupported)
     base: Dict[str, str] = {}

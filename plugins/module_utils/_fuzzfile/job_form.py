@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Dict, List, Mapping, Tuple
+from typing import Any, Dict, List, Mapping, Sequence, Tuple
 
 from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.errors import FuzzfileError
 from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.graph import (
@@ -37,7 +37,6 @@ from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.model imp
     Dependency,
     Job,
     Workflow,
-    _check_unique,
     _task_array,
 )
 from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.values import (
@@ -231,6 +230,17 @@ def load_job(data: Any, path: str = "job") -> Job:
         expose_udp=_ports(get("expose_udp", []), sub("expose_udp")),
         persist=persist,
     )
+
+
+def _check_unique(depends_on: Sequence[Dependency], path: str) -> None:
+    """A job depends on each name once."""
+    seen = set()
+    for index, dependency in enumerate(depends_on):
+        if dependency.name in seen:
+            raise FuzzfileError(
+                "%s[%d].name: %r is listed twice" % (path, index, dependency.name)
+            )
+        seen.add(dependency.name)
 
 
 def load_workflow(data: Any, path: str = "workflow") -> Workflow:

@@ -11,7 +11,7 @@ check every field first."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.errors import FuzzfileError
 from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.graph import _graph, dependency_order
@@ -248,17 +248,9 @@ class Workflow:
         }
 
 
-def _check_unique(depends_on: Sequence[Dependency], path: str) -> None:
-    seen = set()
-    for index, dependency in enumerate(depends_on):
-        if dependency.name in seen:
-            raise FuzzfileError(
-                "%s[%d].name: %r is listed twice" % (path, index, dependency.name)
-            )
-        seen.add(dependency.name)
-
-
 def _task_array(start: Any, end: Any, concurrency: Any, path: str) -> TaskArray:
+    """A TaskArray from its fields, checked: the Fuzzfile's ``task-array`` and
+    the JSON form's ``task_array`` follow the same rules."""
     if start is None:
         raise FuzzfileError("%s: required (an integer >= 0)" % _join(path, "start"))
     if end is None:
