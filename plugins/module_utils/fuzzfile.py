@@ -49,7 +49,6 @@ from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.loader im
 from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.model import Dependency, Job, TaskArray, Workflow
 from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.parser import parse_workflow
 from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.policy import (
-    HOST_NAME_MAX,
     MULTINODE_VARS,
     admit,
     check_rank_names,
@@ -76,7 +75,6 @@ __all__ = [
     "Dependency",
     "FuzzfileError",
     "HAS_YAML",
-    "HOST_NAME_MAX",
     "IMPLEMENTATIONS",
     "Job",
     "MULTINODE_VARS",
