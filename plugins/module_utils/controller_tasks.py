@@ -18,17 +18,13 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.fuzz.multinode.plugins.module_utils.fuzzfile import (
     FuzzfileError,
+    admit,
     not_executed_yet,
     parse_workflow,
-    require_runnable,
+    read_fuzzfile_text,
     select_run,
 )
-from ansible_collections.fuzz.multinode.plugins.module_utils.rank_env import (
-    check_rank_names,
-    check_secrets,
-    plan_job,
-    plan_task_array,
-)
+from ansible_collections.fuzz.multinode.plugins.module_utils.job_spec import plan_job, plan_task_array
 
 __all__ = [
     "FUZZFILE_ARGUMENT_SPEC",
@@ -37,10 +33,13 @@ __all__ = [
     "plan_ranks",
 ]
 
+# Documented once for both tasks: plugins/doc_fragments/controller_task.py.
+SECRET_NAMES_OPTION: Dict[str, Any] = dict(type="list", elements="str")
+
 FUZZFILE_ARGUMENT_SPEC: Dict[str, Any] = dict(
     path=dict(type="path", required=True),
     job=dict(type="str"),
-    secret_names=dict(type="list", elements="str"),
+    secret_names=dict(SECRET_NAMES_OPTION),
 )
 
 RANK_PLAN_ARGUMENT_SPEC: Dict[str, Any] = dict(
@@ -58,28 +57,9 @@ RANK_PLAN_ARGUMENT_SPEC: Dict[str, Any] = dict(
     wrapper_path=dict(type="str", default="/multinode/ssh-wrapper"),
     kill_grace=dict(type="int", default=10),
     files=dict(type="dict"),
-    secret_names=dict(type="list", elements="str"),
+    secret_names=dict(SECRET_NAMES_OPTION),
     local=dict(type="bool", default=False),
 )
-
-
-def read_fuzzfile_text(path: str) -> str:
-    """The Fuzzfile's text; FuzzfileError names the file and what is wrong."""
-    try:
-        with open(path, "rb") as handle:
-            data = handle.read()
-    except FileNotFoundError:
-        raise FuzzfileError("%s: no such file" % path) from None
-    except IsADirectoryError:
-        raise FuzzfileError("%s: is a directory, not a Fuzzfile" % path) from None
-    except OSError as exc:
-        raise FuzzfileError("%s: cannot read: %s" % (path, exc.strerror or exc)) from None
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise FuzzfileError(
-            "%s: not UTF-8 text (byte 0x%02x at offset %d)" % (path, exc.object[exc.start], exc.start)
-        ) from None
 
 
 def load_fuzzfile(params: Mapping[str, Any]) -> Tuple[Dict[str, Any], List[str]]:
@@ -94,10 +74,7 @@ def load_fuzzfile(params: Mapping[str, Any]) -> Tuple[Dict[str, Any], List[str]]
         for job in run:
             # Refused here, before any host is touched, rather than by
             # rank_plan after the nodes were prepared.
-            check_rank_names(job)
-            require_runnable(job)
-            if params.get("secret_names") is not None:
-                check_secrets(job, params["secret_names"])
+            admit(job, params.get("secret_names"))
     except FuzzfileError as exc:
         raise FuzzfileError("%s: %s" % (path, exc)) from None
 

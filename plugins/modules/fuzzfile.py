@@ -44,19 +44,8 @@ author:
   - fuzz.multinode developers (!UNKNOWN)
 requirements:
   - PyYAML
-attributes:
-  action:
-    description: >-
-      Indicates this has a corresponding action plugin so some parts of the
-      options can be executed on the controller.
-    details: The action plugin does all the work in the controller's own process.
-    support: full
-  check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
-    support: full
-  diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
-    support: none
+extends_documentation_fragment:
+  - fuzz.multinode.controller_task
 options:
   path:
     description:
@@ -74,16 +63,6 @@ options:
         one job. The whole workflow is validated either way.
       - Services are not run, so a workflow run whose jobs depend on a service is refused.
     type: str
-  secret_names:
-    description:
-      - >-
-        The names of the secrets that can be given to the jobs (the keys of
-        C(fuzz_multinode_secrets)). When given, a job to run whose C(env) has a
-        C(secret://NAME) value with a NAME not in this list fails the module, naming the
-        job, the C(env) key and the reference, before any host is touched.
-      - Names only; secret values never pass through this module.
-    type: list
-    elements: str
 notes:
   - >-
     The file is parsed with PyYAML's safe loader, adjusted to be closer to the YAML 1.2

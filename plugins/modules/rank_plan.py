@@ -61,19 +61,8 @@ description:
   - This module only computes; it changes nothing.
 author:
   - fuzz.multinode developers (!UNKNOWN)
-attributes:
-  action:
-    description: >-
-      Indicates this has a corresponding action plugin so some parts of the
-      options can be executed on the controller.
-    details: The action plugin does all the work in the controller's own process.
-    support: full
-  check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
-    support: full
-  diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
-    support: none
+extends_documentation_fragment:
+  - fuzz.multinode.controller_task
 options:
   job:
     description:
@@ -123,15 +112,6 @@ options:
         RV(fuzz.multinode.fuzzfile#module:workflow.files).
       - Required when the job has C(files); entries the job does not reference are ignored.
     type: dict
-  secret_names:
-    description:
-      - >-
-        The names of the secrets that can be delivered (the keys of
-        C(fuzz_multinode_secrets)). When given, a C(secret://NAME) env value whose NAME is
-        not in this list fails the module before anything runs.
-      - Names only; never pass secret values to this module.
-    type: list
-    elements: str
   local:
     description:
       - >-

@@ -102,3 +102,37 @@ def test_rank_plan_refuses_too_few_nodes_naming_the_job(tmp_path):
     loaded, _ = load(path, job="first")
     with pytest.raises(FuzzfileError, match="first"):
         plan_ranks(dict(PLAN_OPTIONS, job=loaded["job"], nodes=NODES[:1]))
+
+
+WITH_TASK_ARRAY = TWO_JOBS + """  sweep:
+    image: {uri: "docker://alpine"}
+    command: [/bin/true]
+    task-array: {start: 1, end: 3}
+"""
+
+
+def test_each_task_reads_and_admits_a_job_once(tmp_path, monkeypatch):
+    """The fuzzfile task admits each job of the run once (run policy:
+    rank names, implementation, secrets); rank_plan reads the job's JSON
+    form once and admits it once, a task array's too."""
+    from ansible_collections.fuzz.multinode.plugins.module_utils import controller_tasks, job_spec
+
+    calls = []
+
+    def counted(name, real):
+        def wrapper(job, *args):
+            calls.append((name, job["name"] if isinstance(job, dict) else job.name))
+            return real(job, *args)
+        return wrapper
+
+    monkeypatch.setattr(controller_tasks, "admit", counted("admit", controller_tasks.admit))
+    monkeypatch.setattr(job_spec, "admit", counted("admit", job_spec.admit))
+    monkeypatch.setattr(job_spec, "load_job", counted("load", job_spec.load_job))
+    path = tmp_path / "three.yml"
+    path.write_text(WITH_TASK_ARRAY)
+    loaded, _ = load(path, secret_names=[])
+    assert calls == [("admit", "first"), ("admit", "second"), ("admit", "sweep")]
+    for job, nodes in zip(loaded["run"], (NODES, NODES[:1], NODES), strict=True):
+        del calls[:]
+        plan_ranks(dict(PLAN_OPTIONS, job=job, nodes=nodes, secret_names=[]))
+        assert calls == [("load", job["name"]), ("admit", job["name"])]

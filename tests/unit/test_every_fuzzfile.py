@@ -9,11 +9,11 @@ import pytest
 
 from ansible_collections.fuzz.multinode.plugins.module_utils.fuzzfile import (
     FuzzfileError,
+    check_rank_names,
     parse_workflow,
     require_runnable,
     select_run,
 )
-from ansible_collections.fuzz.multinode.plugins.module_utils.rank_env import check_rank_names
 
 ROOT = Path(__file__).resolve().parents[2]
 # Refused before any host is touched. The other badinput Fuzzfiles are

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from ansible_collections.fuzz.multinode.plugins.module_utils.fuzzfile import (
     FuzzfileError,
-    Job,
+    load_job,
     parse_memory_size,
     parse_workflow,
     require_runnable,
@@ -874,153 +874,6 @@ def test_the_fuzzfile_module_refuses_gasnet_before_any_host(tmp_path):
     assert result["msg"] == "%s: %s" % (path, GASNET_REFUSED % "chapel")
 
 
-# ---------------------------------------------------------------------------
-# to_dict / from_dict
-
-
-def full_job():
-    return parse_job(
-        args=["-v"],
-        env=["A=1", "B=x=y", "TOKEN=secret://u/t"],
-        cwd="/work",
-        resource={"cpu": {"cores": 2, "affinity": "CORE"}, "memory": {"size": "1GiB"}},
-        multinode={"nodes": 2, "implementation": "generic", "procs-per-node": 3},
-        mounts={"/d": {"volume": "v"}},
-        top={"volumes": {"v": {"use": "ephemeral"}}},
-    )
-
-
-def test_to_dict():
-    data = full_job().to_dict()
-    assert json.loads(json.dumps(data)) == data
-    assert data == {
-        "name": "solve",
-        "image_uri": "docker://alpine:3.16",
-        "command": ["true"],
-        "script": None,
-        "args": ["-v"],
-        "env": [["A", "1"], ["B", "x=y"], ["TOKEN", "secret://u/t"]],
-        "cwd": "/work",
-        "cores": 2,
-        "affinity": "CORE",
-        "memory_bytes": 2**30,
-        "nodes": 2,
-        "implementation": "generic",
-        "procs_per_node": 3,
-        "slots_per_node": 3,
-        "unsupported": [
-            "jobs.solve.mounts: volume mounts are not supported yet; ignored",
-        ],
-        "kind": "job",
-        "depends_on": [],
-        "timeout_seconds": None,
-        "task_array": None,
-        "files": {},
-        "mounts": {"/d": "v"},
-        "memory_by_core": False,
-        "image_secret": None,
-        "cpu_threads": None,
-        "cpu_sockets": None,
-        "devices": {},
-        "exclusive": False,
-        "resource_annotations": {},
-        "retry_attempts": None,
-        "restart": None,
-        "network_isolated": False,
-        "expose_tcp": [],
-        "expose_udp": [],
-        "persist": None,
-        "total_slots": 6,
-        "tasks": 1,
-        "max_hosts": 2,
-        "secret_env": ["TOKEN"],
-    }
-
-
-@pytest.mark.parametrize(
-    "j",
-    [
-        full_job(),
-        parse_job(),
-        parse_job(command=DELETE, script="#!/bin/sh\necho $1\n", args=["x y"]),
-        select_job(parse_workflow(read("generic-multinode.yml"))),
-    ],
-)
-def test_from_dict_round_trip(j):
-    data = json.loads(json.dumps(j.to_dict()))
-    assert Job.from_dict(data) == j
-
-
-def test_from_dict_accepts_an_env_mapping():
-    data = parse_job().to_dict()
-    data["env"] = {"A": "1", "B": ""}
-    assert Job.from_dict(data).env == [("A", "1"), ("B", "")]
-
-
-def test_from_dict_ignores_slots_per_node():
-    data = parse_job().to_dict()
-    data["slots_per_node"] = 99
-    assert Job.from_dict(data).slots_per_node == 1
-
-
-def dict_with(**changes):
-    data = parse_job(multinode={"nodes": 2, "implementation": "generic"}).to_dict()
-    data.update(changes)
-    return data
-
-
-@pytest.mark.parametrize(
-    "data, message",
-    [
-        ([], "job: must be a mapping, got a list"),
-        (
-            dict_with(comand=["x"]),
-            "job.comand: unknown key; expected one of affinity, args, command, cores, "
-            "cpu_sockets, cpu_threads, cwd, depends_on, devices, env, exclusive, expose_tcp, "
-            "expose_udp, files, image_secret, image_uri, implementation, kind, max_hosts, "
-            "memory_by_core, memory_bytes, mounts, name, network_isolated, nodes, persist, procs_per_node, "
-            "resource_annotations, restart, retry_attempts, script, secret_env, slots_per_node, "
-            "task_array, tasks, timeout_seconds, total_slots, unsupported (did you mean "
-            "'command'?)",
-        ),
-        (dict_with(name="Bad_Name"), "job.name: invalid job name 'Bad_Name': " + NAME_RULE),
-        (dict_with(name=None), "job.name: job names must be strings, got null"),
-        (dict_with(image_uri=""), "job.image_uri: must not be empty"),
-        (dict_with(command="ls"), "job.command: must be a list of strings, got 'ls'"),
-        (dict_with(script="x"), "job: needs exactly one of command and script"),
-        (dict_with(command=None), "job: needs exactly one of command and script"),
-        (dict_with(args=[1]), "job.args[0]: must be a string, got 1 (quote it in YAML)"),
-        (dict_with(env=["A=1"]), "job.env[0]: must be a [key, value] pair, got 'A=1'"),
-        (dict_with(env="A=1"), "job.env: must be a list of [key, value] pairs, got 'A=1'"),
-        (
-            dict_with(env=[["1A", "x"]]),
-            "job.env[0]: '1A' is not a valid variable name (letters, digits and '_', not "
-            "starting with a digit)",
-        ),
-        (dict_with(env=[["A", 1]]), "job.env[0]: must be a string, got 1 (quote it in YAML)"),
-        (dict_with(cwd="rel"), "job.cwd: must be an absolute path, got 'rel'"),
-        (dict_with(cores=0), "job.cores: must be an integer >= 1, got 0"),
-        (dict_with(affinity="numa"), "job.affinity: must be one of NUMA, SOCKET, CORE, got 'numa'"),
-        (dict_with(memory_bytes=True), "job.memory_bytes: must be an integer >= 1, got true"),
-        (dict_with(nodes=0), "job.nodes: must be an integer >= 1, got 0"),
-        (
-            dict_with(implementation="mpi"),
-            "job.implementation: must be one of ompi, openmpi, mpich, gasnet, generic, got 'mpi'",
-        ),
-        (dict_with(procs_per_node="2"), "job.procs_per_node: must be an integer >= 1, got '2'"),
-        (
-            dict_with(implementation=None),
-            "job: a job without a multinode implementation runs on 1 node without "
-            "procs_per_node, got nodes=2, procs_per_node=null",
-        ),
-        (dict_with(unsupported="x"), "job.unsupported: must be a list of strings, got 'x'"),
-    ],
-)
-def test_from_dict_errors(data, message):
-    with pytest.raises(FuzzfileError) as info:
-        Job.from_dict(data)
-    assert str(info.value) == message
-
 
 # ---------------------------------------------------------------------------
 # properties
@@ -1036,7 +889,7 @@ def test_env_values_round_trip(value):
     data = workflow({"solve": job(env=["K=" + value])})
     j = select_job(parse_workflow(yaml.safe_dump(data)))
     assert j.env == [("K", value)]
-    assert Job.from_dict(json.loads(json.dumps(j.to_dict()))).env == [("K", value)]
+    assert load_job(json.loads(json.dumps(j.to_dict()))).env == [("K", value)]
 
 
 @settings(max_examples=200, deadline=None)

@@ -1,9 +1,10 @@
 """Tests for the workflow part of plugins/module_utils/fuzzfile.py: every
 field of the reference (v1 and v4), defaults merging, dependencies and their
-order, Go durations, task arrays, files, volumes, services, and the JSON
-forms; plus the workflow example through the fuzz.multinode.fuzzfile module.
+order, Go durations, task arrays, files, volumes, services; plus the workflow
+example through the fuzz.multinode.fuzzfile module.
 
-The single-job rules and the YAML dialect are in test_fuzzfile.py."""
+The single-job rules and the YAML dialect are in test_fuzzfile.py, the JSON
+forms in test_job_form.py."""
 
 import json
 import os
@@ -18,10 +19,9 @@ from hypothesis import strategies as st
 from ansible_collections.fuzz.multinode.plugins.module_utils.fuzzfile import (
     Dependency,
     FuzzfileError,
-    Job,
     TaskArray,
-    Workflow,
     dependency_order,
+    load_workflow,
     not_executed_yet,
     parse_go_duration,
     parse_workflow,
@@ -395,7 +395,7 @@ def test_the_workflow_example():
     assert wf.jobs["report"].depends_on == [
         Dependency("energy", "FINISHED"), Dependency("residual", "FINISHED")]
     assert all(j.unsupported == [] for j in wf.jobs.values())
-    assert Workflow.from_dict(json.loads(json.dumps(wf.to_dict()))) == wf
+    assert load_workflow(json.loads(json.dumps(wf.to_dict()))) == wf
 
 
 # ---------------------------------------------------------------------------
@@ -1110,144 +1110,6 @@ def test_cores_from_the_defaults_give_the_slots():
     assert (wf.jobs["a"].slots_per_node, wf.jobs["a"].total_slots) == (3, 6)
 
 
-# ---------------------------------------------------------------------------
-# JSON forms
-
-
-def everything():
-    return parse_workflow(V4_EVERYTHING)
-
-
-@pytest.mark.parametrize("name", ["prepare", "solve", "sweep"])
-def test_job_round_trip(name):
-    j = everything().jobs[name]
-    data = json.loads(json.dumps(j.to_dict()))
-    assert Job.from_dict(data) == j
-
-
-@pytest.mark.parametrize("name", ["db", "web", "grpc", "probe-exec"])
-def test_service_round_trip(name):
-    s = everything().service_defs[name]
-    assert Job.from_dict(json.loads(json.dumps(s.to_dict()))) == s
-
-
-def test_workflow_round_trip():
-    wf = everything()
-    data = json.loads(json.dumps(wf.to_dict()))
-    assert data["order"] == wf.order and data["waves"] == wf.waves
-    assert Workflow.from_dict(data) == wf
-    assert Workflow.from_dict(data).to_dict() == data
-
-
-def test_old_job_dicts_still_load():
-    """A job dict written before the workflow fields existed."""
-    data = {"name": "a", "image_uri": "docker://x", "command": ["true"], "args": [],
-            "env": [], "cwd": None, "cores": None, "affinity": None, "memory_bytes": None,
-            "nodes": 1, "implementation": None, "procs_per_node": None, "slots_per_node": 1,
-            "unsupported": []}
-    j = Job.from_dict(data)
-    assert (j.kind, j.depends_on, j.timeout_seconds, j.task_array, j.files) == (
-        "job", [], None, None, {})
-
-
-def solve_dict(**changes):
-    data = everything().jobs["solve"].to_dict()
-    data.update(changes)
-    return data
-
-
-@pytest.mark.parametrize(
-    "data, message",
-    [
-        (solve_dict(kind="task"), "job.kind: must be one of job, service, got 'task'"),
-        (solve_dict(depends_on=[["a", "FINISHED"]]),
-         "job.depends_on[0]: must be a mapping with 'name' and 'status', got a list"),
-        (solve_dict(depends_on=[{"name": "a", "status": "finished"}]),
-         "job.depends_on[0].status: must be one of FINISHED, RUNNING, got 'finished'"),
-        (solve_dict(depends_on=[{"name": "a", "status": "FINISHED"}] * 2),
-         "job.depends_on[1].name: 'a' is listed twice"),
-        (solve_dict(timeout_seconds=0), "job.timeout_seconds: must be a number of seconds > 0, "
-                                        "got 0"),
-        (solve_dict(timeout_seconds="90s"), "job.timeout_seconds: must be a number of seconds > "
-                                            "0, got '90s'"),
-        (solve_dict(timeout_seconds=float("inf")), "job.timeout_seconds: must be a number of "
-                                                   "seconds > 0, got inf"),
-        (solve_dict(task_array={"start": 2, "end": 1, "concurrency": None}),
-         "job.task_array.end: must not be less than start (2), got 1"),
-        (solve_dict(task_array={"start": 1, "end": 2, "concurrency": 500}),
-         "job.task_array.concurrency: must be an integer from 1 to 200, got 500"),
-        (solve_dict(files={"etc/x": "x"}), "job.files: keys must be absolute paths, got 'etc/x'"),
-        (solve_dict(mounts={"/d": ""}), "job.mounts./d: must not be empty"),
-        (solve_dict(devices={"gpu": 0}), "job.devices.gpu: must be an integer >= 1, got 0"),
-        (solve_dict(exclusive=None), "job.exclusive: must be a boolean, got null"),
-        (solve_dict(restart="always"),
-         "job.restart: must be one of on-node-fault, never, got 'always'"),
-        (solve_dict(expose_tcp=[0]), "job.expose_tcp[0]: must be a port number from 1 to 65535, "
-                                     "got 0"),
-        (solve_dict(retry_attempts=-1), "job.retry_attempts: must be an integer >= 0, got -1"),
-        (solve_dict(command=None, script=None), "job: needs exactly one of command and script"),
-    ],
-)
-def test_job_from_dict_errors(data, message):
-    with pytest.raises(FuzzfileError) as info:
-        Job.from_dict(data)
-    assert str(info.value) == message
-
-
-def test_a_service_dict_may_have_neither_command_nor_script():
-    data = everything().service_defs["db"].to_dict()
-    assert (data["command"], data["script"]) == (None, None)
-    assert Job.from_dict(data).kind == "service"
-
-
-def workflow_dict(**changes):
-    data = json.loads(json.dumps(everything().to_dict()))
-    data.update(changes)
-    return data
-
-
-def test_workflow_from_dict_errors():
-    def message(data):
-        with pytest.raises(FuzzfileError) as info:
-            Workflow.from_dict(data)
-        return str(info.value)
-
-    data = workflow_dict()
-    data["job_defs"]["solve"]["depends_on"].append({"name": "nope", "status": "FINISHED"})
-    assert message(data) == (
-        "workflow.job_defs.solve.depends_on[2].name: no job or service named 'nope' (jobs: "
-        "prepare, solve, sweep; services: db, web, grpc, probe-exec)"
-    )
-    data = workflow_dict()
-    data["job_defs"]["prepare"]["depends_on"] = [{"name": "sweep", "status": "FINISHED"}]
-    assert message(data) == "jobs: dependency cycle: prepare -> sweep -> solve -> prepare"
-    data = workflow_dict()
-    data["job_defs"]["prepare"]["depends_on"] = [{"name": "solve", "status": "RUNNING"}]
-    assert message(data) == (
-        "workflow.job_defs.prepare.depends_on[0].status: RUNNING is only for services, and "
-        "'solve' is a job; use FINISHED"
-    )
-    data = workflow_dict(files={})
-    assert message(data) == (
-        "workflow.job_defs.prepare.files./etc/app.conf: no entry 'conf' in files (none)"
-    )
-    data = workflow_dict()
-    data["job_defs"]["solve"]["name"] = "other"
-    assert message(data) == "workflow.job_defs.solve.name: must be 'solve', got 'other'"
-    data = workflow_dict()
-    data["service_defs"]["grpc"]["kind"] = "job"
-    assert message(data) == "workflow.service_defs.grpc.kind: must be 'service', got 'job'"
-    assert message(workflow_dict(job_defs={})) == (
-        "workflow.job_defs: must contain at least one job"
-    )
-    assert message(workflow_dict(version="v2")) == (
-        "workflow.version: must be one of v1, v4, got 'v2'"
-    )
-    assert message(workflow_dict(extra=1)) == (
-        "workflow.extra: unknown key; expected one of files, job_defs, jobs, order, "
-        "service_defs, services, unsupported, version, warnings, waves"
-    )
-
 
 # ---------------------------------------------------------------------------
 # properties of the dependency order
@@ -1451,7 +1313,7 @@ def test_any_value_anywhere_is_a_result_or_a_fuzzfile_error(path, value, version
         wf = parse(data)
     except FuzzfileError:
         return
-    assert Workflow.from_dict(json.loads(json.dumps(wf.to_dict()))) == wf
+    assert load_workflow(json.loads(json.dumps(wf.to_dict()))) == wf
 
 
 def test_runner_names_what_it_does_not_carry_out_yet():

@@ -1,5 +1,5 @@
 """Job inputs carried out on the nodes: secret:// env values, job files and
-cwd. The controller's part (rank_env: references, the missing-secret check,
+cwd. The controller's part (the run policy and job_spec: references, the missing-secret check,
 the files plan) and the node runtime's pure parts (resolving secrets,
 writing files as the calling user, checking cwd, removing what it created).
 The whole path, as the job user on real nodes, is the Molecule scenario
@@ -20,15 +20,15 @@ import yaml
 from ansible_collections.fuzz.multinode.plugins.module_utils.fuzzfile import (
     FuzzfileError,
     Job,
-    parse_workflow,
-    select_job,
-)
-from ansible_collections.fuzz.multinode.plugins.module_utils.rank_env import (
     check_secrets,
     missing_secrets,
+    parse_workflow,
+    secret_references,
+    select_job,
+)
+from ansible_collections.fuzz.multinode.plugins.module_utils.job_spec import (
     plan_files,
     plan_job,
-    secret_references,
 )
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -8,7 +8,7 @@ from ansible_collections.fuzz.multinode.plugins.module_utils.fuzzfile import (
     FuzzfileError,
     parse_workflow,
 )
-from ansible_collections.fuzz.multinode.plugins.module_utils.rank_env import (
+from ansible_collections.fuzz.multinode.plugins.module_utils.job_spec import (
     plan_job,
     plan_task_array,
 )

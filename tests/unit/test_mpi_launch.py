@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.fuzz.multinode.plugins.module_utils.fuzzfile import Job
-from ansible_collections.fuzz.multinode.plugins.module_utils.rank_env import plan_job
+from ansible_collections.fuzz.multinode.plugins.module_utils.job_spec import plan_job
 
 RUNTIME = Path(__file__).resolve().parents[2] / "files" / "multinode-runtime.py"
 _spec = importlib.util.spec_from_file_location("multinode_runtime_mpi", RUNTIME)

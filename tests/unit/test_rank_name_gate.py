@@ -10,10 +10,10 @@ import yaml
 
 from ansible_collections.fuzz.multinode.plugins.module_utils.fuzzfile import (
     FuzzfileError,
+    check_rank_names,
     parse_workflow,
     select_job,
 )
-from ansible_collections.fuzz.multinode.plugins.module_utils.rank_env import check_rank_names
 
 from test_fuzzfile import adhoc
 

@@ -7,13 +7,13 @@ import pytest
 
 from ansible_collections.fuzz.multinode.plugins.module_utils.fuzzfile import (
     FuzzfileError,
+    check_rank_names,
     not_executed_yet,
     parse_workflow,
     require_runnable,
     select_run,
 )
-from ansible_collections.fuzz.multinode.plugins.module_utils.rank_env import (
-    check_rank_names,
+from ansible_collections.fuzz.multinode.plugins.module_utils.job_spec import (
     plan_resources,
     plan_task_array,
 )

@@ -1,5 +1,5 @@
-"""Tests for plugins/module_utils/rank_env.py: rank names, slots, environment
-and argument expansion."""
+"""Tests for plugins/module_utils/job_spec.py: rank names, slots, environment
+and argument expansion in the job spec."""
 
 import json
 import os
@@ -9,16 +9,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ansible_collections.fuzz.multinode.plugins.module_utils.fuzzfile import (
+    MULTINODE_VARS,
     FuzzfileError,
     Job,
     parse_workflow,
+    rank_name,
     select_job,
 )
-from ansible_collections.fuzz.multinode.plugins.module_utils.rank_env import (
-    MULTINODE_VARS,
+from ansible_collections.fuzz.multinode.plugins.module_utils.job_spec import (
     expand,
     plan_job,
-    rank_name,
 )
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -2,7 +2,9 @@
 # Copyright (c) fuzz.multinode developers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 # SPDX-License-Identifier: Apache-2.0
-"""Rank names, slots, per-rank environment and argument expansion.
+"""The job spec: what every node of a job receives (docs/design.md, "The job
+spec"): rank names, slots, per-rank environment, argument expansion, files,
+resources and the launcher.
 
 Pure Python (standard library only); it does not import Ansible.
 
@@ -41,8 +43,9 @@ NAME}``); an argument that expands a secret key shows the reference in
 ``argv`` and is listed in ``secret_args`` (``{index, parts}``, ``parts`` being
 ``["text", ...]`` and ``["secret", NAME]`` pieces). Values never pass through
 the controller's modules: the node runtime resolves the references from the
-values the play delivers to it separately. ``check_secrets`` refuses a
-reference to a name that ``fuzz_multinode_secrets`` does not define.
+values the play delivers to it separately. ``check_secrets`` (the run
+policy, module_utils/fuzzfile.py) refuses a reference to a name that
+``fuzz_multinode_secrets`` does not define.
 
 Files: ``files`` lists ``{path, name, contents}``, the job's ``files`` with
 their contents from the workflow's top-level ``files`` (``plan_files``).
@@ -61,6 +64,10 @@ The runtime puts it in front of ``argv`` (command mode) or of the script's
 path on the nodes and ``argv`` (script mode); the launcher program is looked
 up on rank 0's ``PATH`` like any command. ``gasnet`` jobs are refused
 (``require_runnable``).
+
+A plan checks its job once: ``load_job`` reads it (a task's argument, or a
+``Job``), ``admit`` applies the run policy; the rendering after that trusts
+the job.
 """
 
 from __future__ import annotations
@@ -71,37 +78,24 @@ import re
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Union
 
 from ansible_collections.fuzz.multinode.plugins.module_utils.fuzzfile import (
-    SECRET_PREFIX,
     FuzzfileError,
     Job,
-    require_runnable,
+    admit,
+    load_job,
+    rank_name,
+    reserved_env,
+    secret_references,
+    task_name,
 )
 
 __all__ = [
-    "MULTINODE_VARS",
-    "check_rank_names",
-    "check_secrets",
     "expand",
     "launcher",
-    "missing_secrets",
     "plan_files",
     "plan_job",
     "plan_resources",
     "plan_task_array",
-    "rank_name",
-    "task_name",
-    "secret_references",
 ]
-
-MULTINODE_VARS = (
-    "MULTINODE_HOSTLIST",
-    "MULTINODE_HOSTLIST_NOSLOTS",
-    "MULTINODE_TOTAL_SLOTS",
-    "MULTINODE_NODE_IP",
-    "MULTINODE_SSH_WRAPPER",
-    "MULTINODE_RSH_WRAPPER",
-)
-HOST_NAME_MAX = 63  # one DNS label
 
 _EXPAND_RE = re.compile(r"\$(?:([A-Za-z_][A-Za-z0-9_]*)|\{([A-Za-z_][A-Za-z0-9_]*)\})")
 _USER_RE = re.compile(r"[a-z_][a-z0-9_-]{0,31}\Z")
@@ -119,11 +113,6 @@ def expand(value: str, env: Mapping[str, str]) -> str:
     return _EXPAND_RE.sub(lambda m: env.get(m.group(1) or m.group(2), ""), value)
 
 
-def rank_name(job: str, rank: int) -> str:
-    """Host name of rank ``rank`` of job ``job``."""
-    return "%s-%d" % (job, rank)
-
-
 def launcher(implementation: Any, hostlist: str, total: int, wrapper_path: str) -> List[str]:
     """The argv prefix that runs a job's command across all its ranks: the
     MPI launcher for ``openmpi``/``ompi`` and ``mpich``, ``[]`` otherwise.
@@ -136,72 +125,6 @@ def launcher(implementation: Any, hostlist: str, total: int, wrapper_path: str) 
         return ["mpiexec", "-hosts", hostlist, "-launcher", "ssh", "-launcher-exec",
                 wrapper_path, "-n", str(total)]
     return []
-
-
-def check_rank_names(job: Job) -> None:
-    """Raise FuzzfileError unless every rank host name ``<job>-<rank>`` of
-    ``job`` fits one DNS label. The job name alone may be 63 characters (a
-    valid Fuzzfile); whether its ranks can be named depends on ``nodes``."""
-    if job.task_array is not None:
-        last = task_name(job.name, job.task_array.end)
-        if len(last) > HOST_NAME_MAX:
-            raise FuzzfileError(
-                "jobs.%s: task host name %r is longer than %d characters; use a shorter job name"
-                % (job.name, last, HOST_NAME_MAX)
-            )
-    last = rank_name(job.name, job.nodes - 1)
-    if len(last) > HOST_NAME_MAX:
-        raise FuzzfileError(
-            "jobs.%s: rank host name %r is longer than %d characters; use a shorter job name"
-            % (job.name, last, HOST_NAME_MAX)
-        )
-
-
-def _reserved_env(job: Job) -> List[str]:
-    """Env names the runtime sets for ``job``; the job's own values for them
-    are dropped."""
-    if job.multinode:
-        return ["HOSTNAME", "RANK"] + list(MULTINODE_VARS)
-    return ["HOSTNAME"]
-
-
-def secret_references(job: Job) -> Dict[str, str]:
-    """``{env key: secret name}`` for the job's ``secret://NAME`` env values,
-    in the env's order. NAME (``scope/name``, everything after
-    ``secret://``) is the key of the value in ``fuzz_multinode_secrets``.
-    Keys the runtime sets itself are left out: their job value is dropped,
-    so their secret is never needed."""
-    reserved = _reserved_env(job)
-    return {
-        key: value[len(SECRET_PREFIX):]
-        for key, value in job.env
-        if value.startswith(SECRET_PREFIX) and key not in reserved
-    }
-
-
-def missing_secrets(job: Job, available: Iterable[Any]) -> List[str]:
-    """One message per ``secret://`` env value of ``job`` whose name is not
-    among ``available`` (the names defined in ``fuzz_multinode_secrets``).
-    A message names the job, the env key and the reference, never a value."""
-    names = {name for name in available if isinstance(name, str)}
-    return [
-        "jobs.%s.env.%s: %s%s is not defined in fuzz_multinode_secrets"
-        % (job.name, key, SECRET_PREFIX, name)
-        for key, name in secret_references(job).items()
-        if name not in names
-    ]
-
-
-def check_secrets(job: Job, available: Iterable[Any]) -> None:
-    """Raise FuzzfileError naming every secret ``job`` references that is not
-    among ``available`` (see ``missing_secrets``)."""
-    missing = missing_secrets(job, available)
-    if missing:
-        raise FuzzfileError(
-            "%s (fuzz_multinode_secrets maps each secret name, such as %s, to its value; "
-            "keep it in a vault-encrypted vars file and pass it with -e @FILE)"
-            % ("; ".join(missing), missing[0].split(SECRET_PREFIX, 1)[1].split(" ", 1)[0])
-        )
 
 
 def plan_files(job: Job, files: Optional[Mapping[str, Any]]) -> List[Dict[str, str]]:
@@ -313,6 +236,16 @@ def _check_nodes(job: Job, nodes: Any, shared: bool = False) -> List[Dict[str, s
     return checked
 
 
+def _load(job: Union[Job, Mapping[str, Any]]) -> Job:
+    """The job to plan, from its JSON form (the ``rank_plan`` task's ``job``)
+    or a ``Job``, every field checked (``load_job``)."""
+    if isinstance(job, Job):
+        job = job.to_dict()  # a Job made by hand is checked like a task's dict
+    if not isinstance(job, Mapping):
+        raise FuzzfileError("job: must be a job mapping, got %s" % type(job).__name__)
+    return load_job(job)
+
+
 def plan_job(
     job: Union[Job, Mapping[str, Any]],
     nodes: Sequence[Mapping[str, Any]],
@@ -328,19 +261,37 @@ def plan_job(
 
     ``nodes`` is a list of ``{"node": inventory_hostname, "address": ip}``,
     exactly ``job.nodes`` long; with ``local`` (local mode) exactly one node,
-    which runs every rank, each in its own namespace. ``files`` is the workflow's top-level
-    ``files`` (name -> contents), needed when the job has ``files``.
-    ``secret_names``, when given, are the names defined in
+    which runs every rank, each in its own namespace. ``files`` is the
+    workflow's top-level ``files`` (name -> contents), needed when the job has
+    ``files``. ``secret_names``, when given, are the names defined in
     ``fuzz_multinode_secrets``: a ``secret://`` reference to any other name is
-    refused (``check_secrets``). Secret values never pass through here. Raises FuzzfileError on bad input, including
-    a ``gasnet`` job (see ``require_runnable``).
+    refused (``check_secrets``). Secret values never pass through here. Raises
+    FuzzfileError on bad input, including a job the run policy refuses
+    (``admit``: a ``gasnet`` job, rank host names too long).
     """
-    if isinstance(job, Job):
-        job = job.to_dict()  # validated again below, like a dict from a module
-    if not isinstance(job, Mapping):
-        raise FuzzfileError("job: must be a job mapping, got %s" % type(job).__name__)
-    job = Job.from_dict(job)
-    require_runnable(job)
+    return _render(
+        admit(_load(job), secret_names),
+        nodes,
+        user=user,
+        wrapper_path=wrapper_path,
+        kill_grace=kill_grace,
+        files=files,
+        local=local,
+    )
+
+
+def _render(
+    job: Job,
+    nodes: Sequence[Mapping[str, Any]],
+    *,
+    user: str,
+    wrapper_path: str,
+    kill_grace: int,
+    files: Optional[Mapping[str, Any]] = None,
+    local: bool = False,
+) -> Dict[str, Any]:
+    """``plan_job`` for a job already loaded and admitted: the options and
+    nodes are checked here, the job is not checked again."""
     if not isinstance(user, str) or not _USER_RE.match(user):
         raise FuzzfileError("user: must be a user name (e.g. 'fuzz'), got %r" % (user,))
     if not isinstance(wrapper_path, str) or not _WRAPPER_RE.match(wrapper_path):
@@ -353,17 +304,14 @@ def plan_job(
     if local:
         nodes = _local_nodes(job, nodes, job.nodes)
     checked = _check_nodes(job, nodes, shared=local)
-    if secret_names is not None:
-        check_secrets(job, secret_names)
     planned_files = plan_files(job, files)
     secrets = secret_references(job)
 
-    check_rank_names(job)
     names = [rank_name(job.name, rank) for rank in range(job.nodes)]
     slots = job.slots_per_node
     total = slots * job.nodes
     head_vars: Dict[str, str] = {}
-    reserved = ["HOSTNAME"]
+    reserved = reserved_env(job)
     if job.multinode:
         head_vars = {
             "MULTINODE_HOSTLIST": ",".join("%s:%d" % (name, slots) for name in names),
@@ -373,7 +321,6 @@ def plan_job(
             "MULTINODE_SSH_WRAPPER": wrapper_path,
             "MULTINODE_RSH_WRAPPER": wrapper_path,
         }
-        reserved += ["RANK"] + list(MULTINODE_VARS)
 
     notes = list(job.unsupported)
     base: Dict[str, str] = {}
@@ -464,11 +411,6 @@ def plan_resources(job: Job) -> Dict[str, Any]:
     return {"cores": job.cores, "affinity": job.affinity, "memory_bytes": memory}
 
 
-def task_name(job: str, task_id: int) -> str:
-    """Host name of task ``task_id`` of task-array job ``job``."""
-    return "%s-%d" % (job, task_id)
-
-
 def plan_task_array(
     job: Union[Job, Mapping[str, Any]],
     nodes: Sequence[Mapping[str, Any]],
@@ -485,14 +427,11 @@ def plan_task_array(
     ``start``, ``end`` and the ``concurrency`` the head enforces (the
     Fuzzfile's, else one task per node at a time).
     """
-    if isinstance(job, Job):
-        job = job.to_dict()
-    if not isinstance(job, Mapping):
-        raise FuzzfileError("job: must be a job mapping, got %s" % type(job).__name__)
-    job = Job.from_dict(job)
+    job = _load(job)
     if job.task_array is None:
         raise FuzzfileError("job: %s has no task-array" % job.name)
-    require_runnable(job)
+    options = dict(options)
+    admit(job, options.pop("secret_names", None))
     local = bool(options.get("local"))
     if local:
         # As many task slots on the one node as it would have hosts.
@@ -504,7 +443,7 @@ def plan_task_array(
             % (job.name, job.max_hosts, len(nodes) if isinstance(nodes, (list, tuple)) else nodes)
         )
     # One run of the job on the first node: everything but the tasks.
-    spec = plan_job(dataclasses.replace(job, task_array=None), [nodes[0]], **options)
+    spec = _render(dataclasses.replace(job, task_array=None), [nodes[0]], **options)
     checked = _check_nodes(dataclasses.replace(job, nodes=len(nodes)), nodes, shared=local)
     base = {k: v for k, v in spec["ranks"][0]["env"].items() if k != "HOSTNAME"}
     notes = spec["unsupported"]

@@ -1,0 +1,38 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) fuzz.multinode developers
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
+"""Documentation shared by the controller-side task modules (fuzzfile,
+rank_plan): their attributes and the secret_names option
+(module_utils/controller_tasks.py holds their shared argument spec)."""
+
+from __future__ import annotations
+
+
+class ModuleDocFragment(object):
+    DOCUMENTATION = r"""
+options:
+  secret_names:
+    description:
+      - >-
+        The names of the secrets that can be given to the jobs (the keys of
+        C(fuzz_multinode_secrets)). When given, a job whose C(env) has a
+        C(secret://NAME) value with a NAME not in this list fails the module, naming the
+        job, the C(env) key and the reference, before any host is touched.
+      - Names only; secret values never pass through this module.
+    type: list
+    elements: str
+attributes:
+  action:
+    description: >-
+      Indicates this has a corresponding action plugin so some parts of the
+      options can be executed on the controller.
+    details: The action plugin does all the work in the controller's own process.
+    support: full
+  check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
+    support: full
+  diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
+    support: none
+"""

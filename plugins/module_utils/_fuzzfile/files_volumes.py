@@ -1,0 +1,140 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) fuzz.multinode developers
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
+"""The workflow's top-level ``files`` (name -> contents), the ``file://``
+references to them, and the top-level ``volumes`` with their ingress and
+egress transfers (validated; volumes are not executed yet)."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List
+
+from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.errors import FuzzfileError
+from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.keys import (
+    FILE_PREFIX,
+    LOCATION_KEYS,
+    NOTE,
+    TRANSFER_KEYS,
+    TRANSFER_POLICY_KEYS,
+    VOLUME_KEYS,
+    VOLUME_PREFIX,
+    VOLUME_V4_KEYS,
+)
+from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.quantities import (
+    parse_memory_size,
+)
+from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.settings import _Context, _parse_timeout_retry
+from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.values import (
+    _check_keys,
+    _check_keys_versioned,
+    _join,
+    _list,
+    _mapping,
+    _names,
+    _show,
+    _string,
+    _string_map,
+)
+
+
+def _parse_files(value: Any) -> Dict[str, str]:
+    data = _mapping(value, "files")
+    files: Dict[str, str] = {}
+    for name, contents in data.items():
+        if not isinstance(name, str) or not name:
+            raise FuzzfileError("files: names must be non-empty strings, got %s" % _show(name))
+        item_path = _join("files", name)
+        if not isinstance(contents, str):
+            raise FuzzfileError(
+                "%s: must be the file's contents as a string, got %s"
+                % (item_path, _show(contents))
+            )
+        files[name] = contents
+    return files
+
+
+def _file_reference(value: Any, path: str, ctx: _Context) -> str:
+    """``file://<name>`` naming an entry of the top-level files; the name."""
+    text = _string(value, path, nonempty=True)
+    if not text.startswith(FILE_PREFIX):
+        raise FuzzfileError(
+            "%s: must be a file://<name> reference to an entry of the top-level files, got %s"
+            % (path, _show(text))
+        )
+    name = text[len(FILE_PREFIX):]
+    if name not in ctx.files:
+        raise FuzzfileError(
+            "%s: %s names no entry of the top-level files (%s)"
+            % (path, _show(text), _names(ctx.files, "the workflow has none"))
+        )
+    return name
+
+
+def _parse_volumes(value: Any, ctx: _Context, notes: List[str]) -> List[str]:
+    data = _mapping(value, "volumes")
+    names: List[str] = []
+    for name, raw in data.items():
+        if not isinstance(name, str) or not name:
+            raise FuzzfileError("volumes: names must be non-empty strings, got %s" % _show(name))
+        path = _join("volumes", name)
+        volume = _mapping(raw, path)
+        _check_keys_versioned(volume, path, VOLUME_KEYS, VOLUME_V4_KEYS, ctx.version)
+        reference = volume.get("reference")
+        if reference is not None:
+            text = _string(reference, _join(path, "reference"), nonempty=True)
+            if not text.startswith(VOLUME_PREFIX):
+                raise FuzzfileError(
+                    "%s: must be a volume:// reference such as volume://user/ephemeral, got %s"
+                    % (_join(path, "reference"), _show(text))
+                )
+        elif ctx.version == "v1":
+            raise FuzzfileError(
+                "%s: required (volume://user/ephemeral or volume://user/persistent/NAME)"
+                % _join(path, "reference")
+            )
+        for key in ("use", "name"):
+            if volume.get(key) is not None:
+                _string(volume[key], _join(path, key), nonempty=True)
+        if volume.get("size") is not None:
+            parse_memory_size(volume["size"], _join(path, "size"))
+        if volume.get("annotations") is not None:
+            _string_map(volume["annotations"], _join(path, "annotations"))
+        for direction in ("ingress", "egress"):
+            if volume.get(direction) is not None:
+                transfers_path = _join(path, direction)
+                transfers = _list(volume[direction], transfers_path)
+                for index, transfer in enumerate(transfers):
+                    _parse_transfer(
+                        transfer, "%s[%d]" % (transfers_path, index), direction, ctx, notes
+                    )
+        names.append(name)
+    if names:
+        notes.append("volumes: %s" % NOTE["volumes"])
+    return names
+
+
+def _parse_transfer(
+    value: Any, path: str, direction: str, ctx: _Context, notes: List[str]
+) -> None:
+    transfer = _mapping(value, path, "a mapping with 'source' and 'destination'")
+    _check_keys(transfer, path, TRANSFER_KEYS)
+    for end in ("source", "destination"):
+        end_path = _join(path, end)
+        if transfer.get(end) is None:
+            raise FuzzfileError("%s: required (a mapping with 'uri')" % end_path)
+        location = _mapping(transfer[end], end_path, "a mapping with 'uri'")
+        _check_keys(location, end_path, LOCATION_KEYS)
+        uri_path = _join(end_path, "uri")
+        if location.get("uri") is None:
+            raise FuzzfileError("%s: required" % uri_path)
+        uri = _string(location["uri"], uri_path, nonempty=True)
+        if direction == "ingress" and end == "source" and uri.startswith(FILE_PREFIX):
+            _file_reference(uri, uri_path, ctx)
+        if location.get("secret") is not None:
+            _string(location["secret"], _join(end_path, "secret"), nonempty=True)
+    if transfer.get("policy") is not None:
+        policy_path = _join(path, "policy")
+        policy = _mapping(transfer["policy"], policy_path)
+        _check_keys(policy, policy_path, TRANSFER_POLICY_KEYS)
+        _parse_timeout_retry(policy, policy_path, [])

@@ -1,0 +1,107 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) fuzz.multinode developers
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
+"""What a Fuzzfile may contain: the keys of each section, the enumerated
+values and limits, the reference prefixes, and the note recorded for each
+feature this collection validates but does not execute yet."""
+
+from __future__ import annotations
+
+import re
+
+VERSIONS = ("v1", "v4")
+IMPLEMENTATIONS = ("ompi", "openmpi", "mpich", "gasnet", "generic")
+AFFINITIES = ("NUMA", "SOCKET", "CORE")
+DEPENDENCY_STATUSES = ("FINISHED", "RUNNING")
+RESTART_POLICIES = ("on-node-fault", "never")
+TASK_ARRAY_MAX_CONCURRENCY = 200
+PORT_MAX = 65535
+KINDS = ("job", "service")
+
+JOB_NAME_RE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
+JOB_NAME_MAX = 63  # one DNS label
+ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+SECRET_PREFIX = "secret://"
+FILE_PREFIX = "file://"
+VOLUME_PREFIX = "volume://"
+INT_MAX = 2**31 - 1  # counts (nodes, cores, procs-per-node)
+SIZE_MAX = 2**63 - 1  # bytes
+
+TOP_KEYS = ("version", "jobs", "services", "files", "defaults", "annotations", "volumes")
+JOB_KEYS = (
+    "name",
+    "image",
+    "command",
+    "script",
+    "args",
+    "env",
+    "cwd",
+    "resource",
+    "multinode",
+    "mounts",
+    "files",
+    "requires",
+    "depends-on",
+    "policy",
+    "task-array",
+    "network",
+)
+SERVICE_KEYS = tuple(key for key in JOB_KEYS if key != "policy") + ("persist", "readiness-probe")
+IMAGE_KEYS = ("uri", "secret")
+RESOURCE_KEYS = ("cpu", "memory", "devices", "exclusive", "annotations")
+CPU_KEYS = ("cores", "affinity", "threads", "sockets")
+MEMORY_KEYS = ("size", "by-core")
+MULTINODE_KEYS = ("nodes", "implementation", "procs-per-node")
+POLICY_KEYS = ("timeout", "retry", "restart")
+TIMEOUT_KEYS = ("execute",)
+RETRY_KEYS = ("attempts",)
+TASK_ARRAY_KEYS = ("start", "end", "concurrency")
+DEPENDENCY_KEYS = ("name", "status", "description")
+NETWORK_KEYS = ("isolated", "expose-tcp", "expose-udp")
+SERVICE_NETWORK_KEYS = NETWORK_KEYS + ("ports", "endpoints", "host")
+SERVICE_PORT_KEYS = ("name", "port", "protocol")
+SERVICE_PORT_PROTOCOLS = ("TCP", "UDP")
+PROBE_HANDLERS = ("exec", "http-get", "tcp-socket", "grpc")
+PROBE_TIMINGS = {  # name -> minimum
+    "initial-delay-seconds": 0,
+    "period-seconds": 1,
+    "timeout-seconds": 1,
+    "success-threshold": 1,
+    "failure-threshold": 1,
+}
+PROBE_HANDLER_KEYS = {
+    "exec": ("command",),
+    "http-get": ("path", "port", "host", "scheme", "http-headers"),
+    "tcp-socket": ("port", "host"),
+    "grpc": ("port", "service"),
+}
+HTTP_SCHEMES = ("HTTP", "HTTPS")
+DEFAULTS_KEYS = ("job", "service", "env", "mounts", "resource")
+DEFAULTS_V4_KEYS = ("service", "env", "mounts", "resource")
+DEFAULTS_JOB_KEYS = ("env", "mounts", "policy", "resource")
+DEFAULTS_SERVICE_KEYS = ("env", "mounts", "resource")
+VOLUME_KEYS = ("reference", "ingress", "egress", "use", "size", "name", "annotations")
+VOLUME_V4_KEYS = ("use", "size", "name", "annotations")
+TRANSFER_KEYS = ("source", "destination", "policy")
+TRANSFER_POLICY_KEYS = ("timeout", "retry")
+LOCATION_KEYS = ("uri", "secret")
+
+NOTE = {
+    "image": "images are not pulled yet; jobs run with the software installed on the nodes",
+    "image.secret": "registry secrets are not supported yet; ignored",
+    "cpu.threads": "hardware threads selection is not supported yet; ignored",
+    "cpu.sockets": "socket counts are not supported yet; ignored",
+    "devices": "device requests are not supported yet; ignored",
+    "exclusive": "exclusive node use is not supported yet; ignored",
+    "resource.annotations": "resource annotations are not supported yet; ignored",
+    "mounts": "volume mounts are not supported yet; ignored",
+    "retry": "retries are not supported yet (Fuzzball ignores them too); ignored",
+    "restart": "restart policies are not supported yet; ignored",
+    "network": "network settings are not supported yet; ignored",
+    "annotations": "workflow annotations are not supported yet; ignored",
+    "volumes": "volumes are not supported yet; ignored",
+    "services": "services are not supported yet; ignored",
+}
+
+

@@ -1,0 +1,202 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) fuzz.multinode developers
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
+"""The run policy: which jobs of a workflow a run runs (``select_run``,
+``select_job``), what of a job is validated but not carried out
+(``not_executed_yet``), and whether a job may run at all (``admit``): its
+implementation can be run here (``require_runnable``), its rank and task host
+names fit one DNS label (``check_rank_names``), and every secret it
+references is defined (``check_secrets``). A job is admitted once per task
+that takes it, before any host is touched."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Iterable, List, Optional
+
+from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.errors import FuzzfileError
+from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.keys import SECRET_PREFIX
+from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.model import Job, Workflow
+from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.values import _show
+
+MULTINODE_VARS = (
+    "MULTINODE_HOSTLIST",
+    "MULTINODE_HOSTLIST_NOSLOTS",
+    "MULTINODE_TOTAL_SLOTS",
+    "MULTINODE_NODE_IP",
+    "MULTINODE_SSH_WRAPPER",
+    "MULTINODE_RSH_WRAPPER",
+)
+HOST_NAME_MAX = 63  # one DNS label
+
+
+def rank_name(job: str, rank: int) -> str:
+    """Host name of rank ``rank`` of job ``job``."""
+    return "%s-%d" % (job, rank)
+
+
+def task_name(job: str, task_id: int) -> str:
+    """Host name of task ``task_id`` of task-array job ``job``."""
+    return "%s-%d" % (job, task_id)
+
+
+def select_job(workflow: Workflow, name: Optional[str] = None) -> Job:
+    """Pick a job by name; without a name the workflow must have exactly one."""
+    names = list(workflow.jobs)
+    if name is None:
+        if len(names) == 1:
+            return workflow.jobs[names[0]]
+        raise FuzzfileError(
+            "jobs: the workflow has %d jobs; name the one to run: %s"
+            % (len(names), ", ".join(names))
+        )
+    if name in workflow.jobs:
+        return workflow.jobs[name]
+    extra = ""
+    if name in workflow.services:
+        extra = " (%r is a service; services are not supported yet)" % name
+    raise FuzzfileError(
+        "jobs: no job named %s%s; jobs: %s" % (_show(name), extra, ", ".join(names))
+    )
+
+
+def select_run(workflow: Workflow, name: Optional[str] = None) -> List[Job]:
+    """The jobs run-job.yml runs, in dependency order: the one named, or
+    without a name every job of the workflow. Services are not run, so a job
+    that depends on one cannot run either; that is refused up front rather
+    than discovered halfway through a workflow."""
+    if name is not None:
+        jobs = [select_job(workflow, name)]
+    else:
+        jobs = [workflow.jobs[unit] for unit in workflow.order if unit in workflow.jobs]
+    for job in jobs:
+        for dep in job.depends_on if name is None else []:
+            if dep.name in workflow.service_defs:
+                raise FuzzfileError(
+                    "jobs.%s.depends-on: %s is a service, and services are not run by this "
+                    "collection yet, so %s cannot run; run the other jobs one by one with "
+                    "-e job=NAME" % (job.name, dep.name, job.name)
+                )
+    return jobs
+
+
+def not_executed_yet(job: Job, whole_workflow: bool = False) -> List[str]:
+    """Notes on what this job asks for that run-job.yml validates but does
+    not carry out yet, so that a user is told instead of silently surprised.
+    ``whole_workflow``: the job runs as part of its whole workflow, so its
+    dependencies do run first."""
+    path = "jobs.%s" % job.name
+    notes = []
+    if job.depends_on and not whole_workflow:
+        notes.append("%s.depends-on: %s not run first; -e job=%s runs this one job only" % (
+            path, ", ".join(dep.name for dep in job.depends_on), job.name))
+    return notes
+
+
+def require_runnable(job: Job) -> Job:
+    """The runner's gate: every job runs except a ``gasnet`` multinode job
+    and a task array of multinode jobs (whose task host names ``<job>-<task>``
+    and rank host names ``<job>-<rank>`` would clash).
+
+    Plain and ``generic`` jobs run their command as given; ``openmpi``,
+    ``ompi`` and ``mpich`` jobs run it under the MPI launcher (see
+    job_spec.launcher). GASNet is not packaged for the test nodes' OS, so
+    Fuzzball's GASNet launch cannot be reproduced and tested here; the
+    message says how to run such a program as a ``generic`` job instead,
+    with GASNet's own ssh spawner going through the wrapper."""
+    if job.implementation == "gasnet":
+        raise FuzzfileError(
+            "jobs.%s.multinode.implementation: 'gasnet' is not supported: fuzz.multinode "
+            "has no GASNet launcher (GASNet is not packaged in Debian, the OS its tests run "
+            "on, so one could not be tested); use implementation 'generic' and let GASNet's "
+            "ssh spawner start the processes through the wrapper: run the program with "
+            "GASNET_SSH_CMD=$MULTINODE_SSH_WRAPPER, "
+            "GASNET_SSH_SERVERS=$MULTINODE_HOSTLIST_NOSLOTS and GASNET_SPAWNFN=S "
+            "(udp conduit; other conduits: GASNET_<CONDUIT>_SPAWNER=ssh)" % job.name
+        )
+    if job.task_array is not None and job.multinode:
+        raise FuzzfileError(
+            "jobs.%s: a task array of multinode jobs cannot run: task host names "
+            "%s-<task> and rank host names %s-<rank> would be the same names; use a "
+            "task array of single-node jobs, or one multinode job" % (job.name, job.name, job.name)
+        )
+    return job
+
+
+def check_rank_names(job: Job) -> None:
+    """Raise FuzzfileError unless every rank host name ``<job>-<rank>`` of
+    ``job`` fits one DNS label. The job name alone may be 63 characters (a
+    valid Fuzzfile); whether its ranks can be named depends on ``nodes``."""
+    if job.task_array is not None:
+        last = task_name(job.name, job.task_array.end)
+        if len(last) > HOST_NAME_MAX:
+            raise FuzzfileError(
+                "jobs.%s: task host name %r is longer than %d characters; use a shorter job name"
+                % (job.name, last, HOST_NAME_MAX)
+            )
+    last = rank_name(job.name, job.nodes - 1)
+    if len(last) > HOST_NAME_MAX:
+        raise FuzzfileError(
+            "jobs.%s: rank host name %r is longer than %d characters; use a shorter job name"
+            % (job.name, last, HOST_NAME_MAX)
+        )
+
+
+def reserved_env(job: Job) -> List[str]:
+    """Env names the runtime sets for ``job``; the job's own values for them
+    are dropped."""
+    if job.multinode:
+        return ["HOSTNAME", "RANK"] + list(MULTINODE_VARS)
+    return ["HOSTNAME"]
+
+
+def secret_references(job: Job) -> Dict[str, str]:
+    """``{env key: secret name}`` for the job's ``secret://NAME`` env values,
+    in the env's order. NAME (``scope/name``, everything after
+    ``secret://``) is the key of the value in ``fuzz_multinode_secrets``.
+    Keys the runtime sets itself are left out: their job value is dropped,
+    so their secret is never needed."""
+    reserved = reserved_env(job)
+    return {
+        key: value[len(SECRET_PREFIX):]
+        for key, value in job.env
+        if value.startswith(SECRET_PREFIX) and key not in reserved
+    }
+
+
+def missing_secrets(job: Job, available: Iterable[Any]) -> List[str]:
+    """One message per ``secret://`` env value of ``job`` whose name is not
+    among ``available`` (the names defined in ``fuzz_multinode_secrets``).
+    A message names the job, the env key and the reference, never a value."""
+    names = {name for name in available if isinstance(name, str)}
+    return [
+        "jobs.%s.env.%s: %s%s is not defined in fuzz_multinode_secrets"
+        % (job.name, key, SECRET_PREFIX, name)
+        for key, name in secret_references(job).items()
+        if name not in names
+    ]
+
+
+def check_secrets(job: Job, available: Iterable[Any]) -> None:
+    """Raise FuzzfileError naming every secret ``job`` references that is not
+    among ``available`` (see ``missing_secrets``)."""
+    missing = missing_secrets(job, available)
+    if missing:
+        raise FuzzfileError(
+            "%s (fuzz_multinode_secrets maps each secret name, such as %s, to its value; "
+            "keep it in a vault-encrypted vars file and pass it with -e @FILE)"
+            % ("; ".join(missing), missing[0].split(SECRET_PREFIX, 1)[1].split(" ", 1)[0])
+        )
+
+
+
+def admit(job: Job, secret_names: Optional[Iterable[Any]] = None) -> Job:
+    """The run policy's gate, applied once to each job a task takes: raise
+    FuzzfileError unless its host names fit and it can run here
+    (``check_rank_names``, ``require_runnable``) and, when ``secret_names``
+    is given, every secret it references is among them (``check_secrets``)."""
+    check_rank_names(job)
+    require_runnable(job)
+    if secret_names is not None:
+        check_secrets(job, secret_names)
+    return job

@@ -1,0 +1,300 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) fuzz.multinode developers
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
+"""The mergeable settings of a job, a service or a ``defaults`` section
+(``env``, ``mounts``, ``resource``, ``policy``), each parsed only as far as
+given, and how later settings override earlier ones: ``defaults.env``
+(v4), then ``defaults.job`` (a service: ``defaults.service``), then the
+job's own, per key and deeply (``cpu.cores`` can come from the defaults and
+``memory.size`` from the job; ``devices`` and ``annotations`` merge per
+name). Both mount forms (v1 ``{volume: {location: /path}}``, v4
+``{/path: {volume: name}}``) become ``{/path: volume}``; each Fuzzfile uses
+its version's form."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Dict, List, Mapping, Sequence, Tuple
+
+from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.errors import FuzzfileError
+from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.keys import (
+    AFFINITIES,
+    CPU_KEYS,
+    DEFAULTS_JOB_KEYS,
+    DEFAULTS_KEYS,
+    DEFAULTS_SERVICE_KEYS,
+    DEFAULTS_V4_KEYS,
+    MEMORY_KEYS,
+    NOTE,
+    POLICY_KEYS,
+    RESOURCE_KEYS,
+    RESTART_POLICIES,
+    RETRY_KEYS,
+    TIMEOUT_KEYS,
+)
+from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.quantities import (
+    parse_go_duration,
+    parse_memory_size,
+)
+from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.values import (
+    _abs_path,
+    _bool,
+    _check_keys,
+    _check_keys_versioned,
+    _choice,
+    _dedupe_env,
+    _devices,
+    _env_entry,
+    _int_at_least,
+    _join,
+    _mapping,
+    _names,
+    _no_nul,
+    _positive_int,
+    _section,
+    _show,
+    _string,
+    _string_map,
+)
+
+
+@dataclasses.dataclass
+class _Context:
+    """What parsing a job needs from the rest of the document."""
+
+    version: str
+    files: Dict[str, str]
+    volumes: List[str]
+    warnings: List[str]
+
+
+@dataclasses.dataclass
+class _Settings:
+    """The mergeable settings of a job, a service or a defaults section,
+    each only as far as given: ``env`` pairs, ``mounts`` by the form's key
+    (``(path, volume, field path)``), ``resource`` and ``policy`` by field."""
+
+    env: List[Tuple[str, str]] = dataclasses.field(default_factory=list)
+    mounts: Dict[str, Tuple[str, str, str]] = dataclasses.field(default_factory=dict)
+    resource: Dict[str, Any] = dataclasses.field(default_factory=dict)
+    policy: Dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    def merged(self, later: "_Settings") -> "_Settings":
+        """These settings overridden by ``later``, per key (deeply for the
+        name -> value maps ``devices`` and ``annotations``)."""
+        resource = dict(self.resource)
+        for key, value in later.resource.items():
+            if key in ("devices", "annotations"):
+                combined = dict(resource.get(key, {}))
+                combined.update(value)
+                resource[key] = combined
+            else:
+                resource[key] = value
+        mounts = dict(self.mounts)
+        mounts.update(later.mounts)
+        policy = dict(self.policy)
+        policy.update(later.policy)
+        return _Settings(
+            env=_dedupe_env(self.env + later.env), mounts=mounts, resource=resource, policy=policy
+        )
+
+
+def _parse_env(value: Any, path: str) -> List[Tuple[str, str]]:
+    if not isinstance(value, list):
+        raise FuzzfileError(
+            "%s: must be a list of KEY=VALUE strings, got %s" % (path, _show(value))
+        )
+    return _dedupe_env(
+        _env_entry(item, "%s[%d]" % (path, index)) for index, item in enumerate(value)
+    )
+
+
+def _check_volume(volume: str, path: str, ctx: _Context) -> None:
+    if volume not in ctx.volumes:
+        raise FuzzfileError(
+            "%s: no volume named %s under volumes (%s)"
+            % (path, _show(volume), _names(ctx.volumes, "the workflow declares none"))
+        )
+
+
+def _parse_mounts(value: Any, path: str, ctx: _Context) -> Dict[str, Tuple[str, str, str]]:
+    """Mounts in the Fuzzfile version's form, keyed like the Fuzzfile."""
+    data = _mapping(value, path)
+    mounts: Dict[str, Tuple[str, str, str]] = {}
+    for key, entry in data.items():
+        item_path = _join(path, key)
+        if ctx.version == "v1":
+            if not isinstance(key, str) or not key:
+                raise FuzzfileError(
+                    "%s: keys must be volume names (v1 form: VOLUME: {location: /path}), got %s"
+                    % (path, _show(key))
+                )
+            hint = ""
+            if key.startswith("/") or (isinstance(entry, Mapping) and "volume" in entry):
+                hint = " (that is the v4 form; a v1 Fuzzfile mounts VOLUME: {location: /path})"
+            if not isinstance(entry, Mapping) or "location" not in entry:
+                raise FuzzfileError(
+                    "%s: must be a mapping with 'location', got %s%s"
+                    % (item_path, _show(entry), hint)
+                )
+            _check_keys(entry, item_path, ("location",))
+            location = _abs_path(entry["location"], _join(item_path, "location"))
+            _check_volume(key, item_path, ctx)
+            mounts[key] = (location, key, item_path)
+        else:
+            hint = ""
+            if isinstance(entry, Mapping) and "location" in entry:
+                hint = " (that is the v1 form; a v4 Fuzzfile mounts /path: {volume: VOLUME})"
+            if not isinstance(key, str) or not key.startswith("/"):
+                raise FuzzfileError(
+                    "%s: keys must be absolute mount paths (v4 form: /path: {volume: VOLUME}), "
+                    "got %s%s" % (path, _show(key), hint)
+                )
+            _no_nul(key, item_path)
+            if not isinstance(entry, Mapping) or "volume" not in entry:
+                raise FuzzfileError(
+                    "%s: must be a mapping with 'volume', got %s%s"
+                    % (item_path, _show(entry), hint)
+                )
+            _check_keys(entry, item_path, ("volume",))
+            volume_path = _join(item_path, "volume")
+            volume = _string(entry["volume"], volume_path, nonempty=True)
+            _check_volume(volume, volume_path, ctx)
+            mounts[key] = (key, volume, item_path)
+    return mounts
+
+
+def _mount_points(mounts: Mapping[str, Tuple[str, str, str]]) -> Dict[str, str]:
+    """Merged mounts as container path -> volume; a path used twice is an
+    error (only possible with the v1 form)."""
+    result: Dict[str, str] = {}
+    for location, volume, item_path in mounts.values():
+        if location in result:
+            raise FuzzfileError(
+                "%s.location: %r is already the mount point of volume %r"
+                % (item_path, location, result[location])
+            )
+        result[location] = volume
+    return result
+
+
+def _parse_resource(value: Any, path: str, notes: List[str]) -> Dict[str, Any]:
+    data = _mapping(value, path)
+    _check_keys(data, path, RESOURCE_KEYS)
+    resource: Dict[str, Any] = {}
+    cpu_path = _join(path, "cpu")
+    cpu = _section(data, "cpu", path)
+    if cpu is not None:
+        _check_keys(cpu, cpu_path, CPU_KEYS)
+        if cpu.get("cores") is not None:
+            resource["cores"] = _positive_int(cpu["cores"], _join(cpu_path, "cores"))
+        if cpu.get("affinity") is not None:
+            resource["affinity"] = _choice(
+                cpu["affinity"], _join(cpu_path, "affinity"), AFFINITIES
+            )
+        if cpu.get("threads") is not None:
+            resource["threads"] = _bool(cpu["threads"], _join(cpu_path, "threads"))
+            notes.append("%s: %s" % (_join(cpu_path, "threads"), NOTE["cpu.threads"]))
+        if cpu.get("sockets") is not None:
+            resource["sockets"] = _positive_int(cpu["sockets"], _join(cpu_path, "sockets"))
+            notes.append("%s: %s" % (_join(cpu_path, "sockets"), NOTE["cpu.sockets"]))
+    memory_path = _join(path, "memory")
+    memory = _section(data, "memory", path)
+    if memory is not None:
+        _check_keys(memory, memory_path, MEMORY_KEYS)
+        if memory.get("size") is not None:
+            resource["memory_bytes"] = parse_memory_size(
+                memory["size"], _join(memory_path, "size")
+            )
+        if memory.get("by-core") is not None:
+            resource["by_core"] = _bool(memory["by-core"], _join(memory_path, "by-core"))
+    if data.get("devices") is not None:
+        devices_path = _join(path, "devices")
+        resource["devices"] = _devices(data["devices"], devices_path)
+        if resource["devices"]:
+            notes.append("%s: %s" % (devices_path, NOTE["devices"]))
+    if data.get("exclusive") is not None:
+        resource["exclusive"] = _bool(data["exclusive"], _join(path, "exclusive"))
+        if resource["exclusive"]:
+            notes.append("%s: %s" % (_join(path, "exclusive"), NOTE["exclusive"]))
+    if data.get("annotations") is not None:
+        annotations_path = _join(path, "annotations")
+        resource["annotations"] = _string_map(data["annotations"], annotations_path)
+        if resource["annotations"]:
+            notes.append("%s: %s" % (annotations_path, NOTE["resource.annotations"]))
+    return resource
+
+
+def _parse_timeout_retry(data: Mapping[Any, Any], path: str, notes: List[str]) -> Dict[str, Any]:
+    policy: Dict[str, Any] = {}
+    timeout_path = _join(path, "timeout")
+    timeout = _section(data, "timeout", path)
+    if timeout is not None:
+        _check_keys(timeout, timeout_path, TIMEOUT_KEYS)
+        if timeout.get("execute") is not None:
+            policy["timeout_ns"] = parse_go_duration(
+                timeout["execute"], _join(timeout_path, "execute")
+            )
+    retry_path = _join(path, "retry")
+    retry = _section(data, "retry", path)
+    if retry is not None:
+        _check_keys(retry, retry_path, RETRY_KEYS)
+        if retry.get("attempts") is not None:
+            attempts_path = _join(retry_path, "attempts")
+            policy["retry_attempts"] = _int_at_least(retry["attempts"], attempts_path, 0)
+            notes.append("%s: %s" % (attempts_path, NOTE["retry"]))
+    return policy
+
+
+def _parse_policy(value: Any, path: str, notes: List[str]) -> Dict[str, Any]:
+    data = _mapping(value, path)
+    _check_keys(data, path, POLICY_KEYS)
+    policy = _parse_timeout_retry(data, path, notes)
+    if data.get("restart") is not None:
+        restart_path = _join(path, "restart")
+        policy["restart"] = _choice(data["restart"], restart_path, RESTART_POLICIES)
+        notes.append("%s: %s" % (restart_path, NOTE["restart"]))
+    return policy
+
+
+def _parse_settings(
+    data: Mapping[Any, Any], path: str, ctx: _Context, notes: List[str], keys: Sequence[str]
+) -> _Settings:
+    """The mergeable sections (``keys`` of env, mounts, resource, policy)."""
+    settings = _Settings()
+    if "env" in keys and data.get("env") is not None:
+        settings.env = _parse_env(data["env"], _join(path, "env"))
+    if "mounts" in keys and data.get("mounts") is not None:
+        mounts_path = _join(path, "mounts")
+        settings.mounts = _parse_mounts(data["mounts"], mounts_path, ctx)
+        if settings.mounts:
+            notes.append("%s: %s" % (mounts_path, NOTE["mounts"]))
+    if "resource" in keys and data.get("resource") is not None:
+        settings.resource = _parse_resource(data["resource"], _join(path, "resource"), notes)
+    if "policy" in keys and data.get("policy") is not None:
+        settings.policy = _parse_policy(data["policy"], _join(path, "policy"), notes)
+    return settings
+
+
+@dataclasses.dataclass
+class _Defaults:
+    everything: _Settings = dataclasses.field(default_factory=_Settings)
+    job: _Settings = dataclasses.field(default_factory=_Settings)
+    service: _Settings = dataclasses.field(default_factory=_Settings)
+
+
+def _parse_defaults(value: Any, ctx: _Context, notes: List[str]) -> _Defaults:
+    data = _mapping(value, "defaults")
+    _check_keys_versioned(data, "defaults", DEFAULTS_KEYS, DEFAULTS_V4_KEYS, ctx.version)
+    defaults = _Defaults()
+    defaults.everything = _parse_settings(
+        data, "defaults", ctx, notes, ("env", "mounts", "resource")
+    )
+    for key, keys in (("job", DEFAULTS_JOB_KEYS), ("service", DEFAULTS_SERVICE_KEYS)):
+        section = _section(data, key, "defaults")
+        if section is not None:
+            section_path = _join("defaults", key)
+            _check_keys(section, section_path, keys)
+            setattr(defaults, key, _parse_settings(section, section_path, ctx, notes, keys))
+    return defaults
