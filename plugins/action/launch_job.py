@@ -35,7 +35,7 @@ display = Display()
 
 MODULE = "fuzz.multinode.launch_job"
 JOBS_DIR = "/run/fuzz-multinode/jobs"
-RUNTIME = "/opt/fuzz-multinode/multinode-runtime.py"
+RUNTIME = "/opt/fuzz-multinode/multinode-runtime"
 CANCEL_WITHIN = 30  # seconds allowed for delivering a cancel request
 # After the job: at most this much more of its log is streamed, about a
 # second's worth (the fuzz.multinode.job role fetches the whole file when

@@ -39,7 +39,7 @@ options:
   runtime:
     description: Path of the node runtime on the head.
     type: path
-    default: /opt/fuzz-multinode/multinode-runtime.py
+    default: /opt/fuzz-multinode/multinode-runtime
   controller_timeout:
     description:
       - Seconds without a poll from the controller after which the job is
@@ -225,7 +225,7 @@ def main():
     module = AnsibleModule(
         argument_spec=dict(
             job=dict(type="str", required=True),
-            runtime=dict(type="path", default="/opt/fuzz-multinode/multinode-runtime.py"),
+            runtime=dict(type="path", default="/opt/fuzz-multinode/multinode-runtime"),
             controller_timeout=dict(type="int", default=60),
             poll=dict(type="float", default=1),
             log_file=dict(type="path"),

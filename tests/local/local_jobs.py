@@ -39,7 +39,7 @@ LOCAL_FUZZFILES = FUZZFILES / "local"
 EXAMPLES = REPO / "examples"
 JOB_USER = "fuzz"
 JOBS_DIR = Path("/run/fuzz-multinode/jobs")
-RUNTIME = "/opt/fuzz-multinode/multinode-runtime.py"
+RUNTIME = "/opt/fuzz-multinode/multinode-runtime"
 # A run takes 10-60 s on a loaded 2-core machine; one that hangs (an MPI run
 # that never ends) must fail its tests, not hang the tier.
 PLAYBOOK_TIMEOUT = 400

@@ -61,7 +61,8 @@ def test_artifact_holds_what_users_run_and_no_development_files(installed):
     artifact, _, _ = installed
     with tarfile.open(artifact) as tar:
         names = set(tar.getnames())
-    for needed in ("run-job.yml", "playbooks/run_job.yml", "files/multinode-runtime.py",
+    for needed in ("run-job.yml", "playbooks/run_job.yml", "files/multinode-runtime/__main__.py",
+                   "files/multinode-runtime/multinode_runtime/cli.py",
                    "files/generic-helper", "files/ssh-wrapper", "roles/workflow/tasks/step.yml",
                    "plugins/modules/fuzzfile.py", "examples/pipeline.yml", "README.md"):
         assert needed in names, needed

@@ -5,9 +5,9 @@ writing files as the calling user, checking cwd, removing what it created).
 The whole path, as the job user on real nodes, is the Molecule scenario
 default (molecule/default/tests/test_job_inputs.py)."""
 
-import importlib.util
 import json
 import os
+import pwd
 import shutil
 import stat
 import subprocess
@@ -16,6 +16,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from multinode_runtime import cli, inputs, registry
+from multinode_runtime.errors import RuntimeFailure
+from multinode_runtime.spec import JobSpec
 
 from ansible_collections.fuzz.multinode.plugins.module_utils.fuzzfile import (
     FuzzfileError,
@@ -32,10 +35,6 @@ from ansible_collections.fuzz.multinode.plugins.module_utils.job_spec import (
 )
 
 ROOT = Path(__file__).resolve().parents[2]
-RUNTIME = ROOT / "files" / "multinode-runtime.py"
-_spec = importlib.util.spec_from_file_location("multinode_runtime_inputs", RUNTIME)
-runtime = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(runtime)
 
 WRAPPER = "/multinode/ssh-wrapper"
 NODES = [{"node": "node-1", "address": "10.0.0.1"}, {"node": "node-2", "address": "10.0.0.2"}]
@@ -51,6 +50,11 @@ def make_job(**fields):
 def plan(job, **kwargs):
     return plan_job(job, NODES[:job.nodes], user="fuzz", wrapper_path=WRAPPER, kill_grace=10,
                     **kwargs)
+
+
+def typed(spec):
+    """The spec as the node runtime reads it from spec.json."""
+    return JobSpec.from_dict(spec)
 
 
 # ---------------------------------------------------------------------------
@@ -184,7 +188,7 @@ def test_files_plan_refuses_paths_that_are_not_normalized(path):
 @pytest.fixture
 def jobs_dir(tmp_path, monkeypatch):
     """The runtime's job registry in a temporary directory."""
-    monkeypatch.setattr(runtime, "JOBS_DIR", str(tmp_path / "jobs"))
+    monkeypatch.setattr(registry, "JOBS_DIR", str(tmp_path / "jobs"))
     return tmp_path / "jobs"
 
 
@@ -205,11 +209,11 @@ def test_secret_values_reach_the_env_and_argv_of_every_rank(jobs_dir, monkeypatc
     spec = secret_spec()
     directory = register(jobs_dir, spec)
     (directory / "secrets.json").write_text(json.dumps({"user/token": "v a l$ue"}))
-    user = runtime.pwd.getpwuid(os.getuid())
-    for rank in spec["ranks"]:
-        env = runtime.job_environment(spec, rank, user)
+    user = pwd.getpwuid(os.getuid())
+    for rank in typed(spec).ranks:
+        env = inputs.job_environment(typed(spec), rank, user)
         assert (env["TOKEN"], env["PLAIN"]) == ("v a l$ue", "x")
-    assert runtime.job_argv(spec) == ["/bin/echo", "--token=v a l$ue"]
+    assert inputs.job_argv(typed(spec)) == ["/bin/echo", "--token=v a l$ue"]
     # The spec itself (spec.json, readable by the job user) never holds it.
     assert "v a l$ue" not in (directory / "spec.json").read_text()
 
@@ -217,10 +221,10 @@ def test_secret_values_reach_the_env_and_argv_of_every_rank(jobs_dir, monkeypatc
 def test_a_secret_not_delivered_fails_the_rank_naming_it(jobs_dir):
     spec = secret_spec()
     register(jobs_dir, spec)
-    user = runtime.pwd.getpwuid(os.getuid())
-    with pytest.raises(runtime.RuntimeFailure, match=r"^the value of secret://user/token was not "
+    user = pwd.getpwuid(os.getuid())
+    with pytest.raises(RuntimeFailure, match=r"^the value of secret://user/token was not "
                                                      r"delivered to node "):
-        runtime.job_environment(spec, spec["ranks"][1], user)
+        inputs.job_environment(typed(spec), typed(spec).ranks[1], user)
 
 
 @pytest.mark.parametrize("value, message", [
@@ -232,8 +236,8 @@ def test_a_bad_secret_value_fails_without_showing_it(jobs_dir, value, message):
     spec = secret_spec()
     directory = register(jobs_dir, spec)
     (directory / "secrets.json").write_text(json.dumps({"user/token": value}))
-    with pytest.raises(runtime.RuntimeFailure) as info:
-        runtime.job_argv(spec)
+    with pytest.raises(RuntimeFailure) as info:
+        inputs.job_argv(typed(spec))
     assert str(info.value) == message
 
 
@@ -241,14 +245,14 @@ def test_an_integer_secret_value_is_used_as_its_digits(jobs_dir):
     spec = secret_spec()
     directory = register(jobs_dir, spec)
     (directory / "secrets.json").write_text(json.dumps({"user/token": 1234}))
-    assert runtime.job_argv(spec) == ["/bin/echo", "--token=1234"]
+    assert inputs.job_argv(typed(spec)) == ["/bin/echo", "--token=1234"]
 
 
 def test_secrets_command_keeps_only_the_referenced_values_root_only(jobs_dir, monkeypatch):
     spec = secret_spec()
     directory = register(jobs_dir, spec)
-    monkeypatch.setattr(runtime.sys, "stdin", _Stdin({"user/token": "t", "user/other": "o"}))
-    runtime.cmd_secrets([spec["job"]])
+    monkeypatch.setattr(sys, "stdin", _Stdin({"user/token": "t", "user/other": "o"}))
+    cli.cmd_secrets([spec["job"]])
     stored = directory / "secrets.json"
     assert json.loads(stored.read_text()) == {"user/token": "t"}
     assert stat.S_IMODE(stored.stat().st_mode) == 0o600
@@ -257,9 +261,9 @@ def test_secrets_command_keeps_only_the_referenced_values_root_only(jobs_dir, mo
 def test_secrets_command_names_a_missing_value_never_a_given_one(jobs_dir, monkeypatch):
     spec = secret_spec()
     register(jobs_dir, spec)
-    monkeypatch.setattr(runtime.sys, "stdin", _Stdin({"user/other": "hidden-value"}))
-    with pytest.raises(runtime.RuntimeFailure) as info:
-        runtime.cmd_secrets([spec["job"]])
+    monkeypatch.setattr(sys, "stdin", _Stdin({"user/other": "hidden-value"}))
+    with pytest.raises(RuntimeFailure) as info:
+        cli.cmd_secrets([spec["job"]])
     assert str(info.value) == "secrets: no value given for secret://user/token"
 
 
@@ -277,7 +281,7 @@ class _Stdin:
 
 
 def me():
-    return runtime.pwd.getpwuid(os.getuid())
+    return pwd.getpwuid(os.getuid())
 
 
 def files_spec(tmp_path, files, cwd="/"):
@@ -295,11 +299,11 @@ def test_files_are_written_byte_exact_with_their_parents_and_removed_at_cleanup(
     kept.write_text("old contents, longer than the new ones")
     spec = files_spec(tmp_path, [(target, contents), (kept, "new")], cwd=str(tmp_path))
     register(jobs_dir, spec)
-    runtime.prepare_inputs(spec, "node-1", me())
+    inputs.prepare_inputs(typed(spec), "node-1", me())
     assert target.read_bytes() == contents.encode("utf-8")
     assert stat.S_IMODE(target.stat().st_mode) == 0o644
     assert kept.read_text() == "new"  # the job user's own file: overwritten
-    runtime.remove_job_files(spec["job"], me())
+    inputs.remove_job_files(spec["job"], me())
     # What prepare created is gone, directories included; the job user's
     # existing file stays (with the job's contents).
     assert not (tmp_path / "new").exists()
@@ -311,9 +315,9 @@ def test_cleanup_keeps_a_created_directory_the_job_filled(tmp_path, jobs_dir):
     target = tmp_path / "new" / "job.conf"
     spec = files_spec(tmp_path, [(target, "x")])
     register(jobs_dir, spec)
-    runtime.prepare_inputs(spec, "node-1", me())
+    inputs.prepare_inputs(typed(spec), "node-1", me())
     (tmp_path / "new" / "result.dat").write_text("the job's output")
-    runtime.remove_job_files(spec["job"], me())
+    inputs.remove_job_files(spec["job"], me())
     assert sorted(os.listdir(tmp_path / "new")) == ["result.dat"]
 
 
@@ -337,13 +341,13 @@ def test_paths_that_are_not_the_job_users_to_write_fail_before_the_job_starts(
         (others, "x"),
     ], cwd=str(tmp_path / "no-such-dir"))
     register(jobs_dir, spec)
-    user, owner = me(), runtime._owner(os.getuid())
+    user, owner = me(), inputs._owner(os.getuid())
     others_mtime = others.stat().st_mtime_ns
     # Files owned by the test user are someone else's to a job user with
     # another uid: run prepare's checks as that user.
-    with monkeypatch.context() as patch, pytest.raises(runtime.RuntimeFailure) as info:
-        patch.setattr(runtime.os, "getuid", lambda: user.pw_uid + 1)
-        runtime.prepare_inputs(spec, "node-2", user)
+    with monkeypatch.context() as patch, pytest.raises(RuntimeFailure) as info:
+        patch.setattr(inputs.os, "getuid", lambda: user.pw_uid + 1)
+        inputs.prepare_inputs(typed(spec), "node-2", user)
     head = "job solve cannot start on node node-2 (rank 1, solve-1) as user %s: " % user.pw_name
     message = str(info.value)
     assert message.startswith(head)
@@ -358,7 +362,7 @@ def test_paths_that_are_not_the_job_users_to_write_fail_before_the_job_starts(
     assert (tmp_path / "target").read_text() == "the link's target"
     assert others.read_text() == "someone else's" and others.stat().st_mtime_ns == others_mtime
     assert good.read_text() == "ok"
-    runtime.remove_job_files(spec["job"], me())
+    inputs.remove_job_files(spec["job"], me())
     assert not (tmp_path / "made").exists()
 
 
@@ -371,8 +375,8 @@ def test_an_unusable_cwd_fails_naming_cwd_node_and_rank(tmp_path, jobs_dir, make
     make(cwd)
     spec = files_spec(tmp_path, [], cwd=str(cwd))
     register(jobs_dir, spec)
-    with pytest.raises(runtime.RuntimeFailure) as info:
-        runtime.prepare_inputs(spec, "node-1", me())
+    with pytest.raises(RuntimeFailure) as info:
+        inputs.prepare_inputs(typed(spec), "node-1", me())
     assert str(info.value) == (
         "job solve cannot start on node node-1 (rank 0, solve-0) as user %s: "
         "jobs.solve.cwd: %s: %s" % (me().pw_name, cwd, reason))
@@ -381,18 +385,18 @@ def test_an_unusable_cwd_fails_naming_cwd_node_and_rank(tmp_path, jobs_dir, make
 def test_a_rank_never_runs_outside_its_cwd(tmp_path):
     """The launcher's and head's last check: no silent fallback to /."""
     spec = plan(make_job(cwd=str(tmp_path / "gone")))
-    with pytest.raises(runtime.RuntimeFailure) as info:
-        runtime.job_cwd(spec, spec["ranks"][1])
+    with pytest.raises(RuntimeFailure) as info:
+        inputs.job_cwd(typed(spec), typed(spec).ranks[1])
     assert str(info.value) == "jobs.solve.cwd: %s/gone: no such directory on node node-2 " \
                               "(rank 1, solve-1)" % tmp_path
-    assert runtime.job_cwd(plan(make_job(cwd=str(tmp_path))), spec["ranks"][0]) == str(tmp_path)
+    assert inputs.job_cwd(typed(plan(make_job(cwd=str(tmp_path)))), typed(spec).ranks[0]) == str(tmp_path)
 
 
 def test_a_job_without_files_or_cwd_touches_nothing(jobs_dir, monkeypatch):
     spec = plan(make_job())
     register(jobs_dir, spec)
-    monkeypatch.setattr(runtime, "run_as", lambda *a: pytest.fail("nothing to do as the job user"))
-    runtime.prepare_inputs(spec, "node-1", me())
+    monkeypatch.setattr(inputs, "run_as", lambda *a: pytest.fail("nothing to do as the job user"))
+    inputs.prepare_inputs(typed(spec), "node-1", me())
 
 
 # ---------------------------------------------------------------------------

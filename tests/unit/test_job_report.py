@@ -2,28 +2,24 @@
 (plugin_utils/job_report.py LiveLog: the controller's copy of the job log
 and the `[job] line` display), the summary table (summary_lines), and the
 runtime's per-rank outcomes from its call records (rank_outcomes in
-files/multinode-runtime.py), which the table shows. Their use on real
+files/multinode-runtime/multinode_runtime/calls.py), which the table shows. Their use on real
 clusters is checked by molecule/failure."""
 
-import importlib.util
 import os
 import re
-from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from multinode_runtime import registry
+from multinode_runtime.calls import rank_outcomes, read_call_records, record_call
+from multinode_runtime.spec import JobSpec
 
 from ansible_collections.fuzz.multinode.plugins.plugin_utils.job_report import (
     LiveLog,
     format_duration,
     summary_lines,
 )
-
-RUNTIME = Path(__file__).resolve().parents[2] / "files" / "multinode-runtime.py"
-_spec = importlib.util.spec_from_file_location("multinode_runtime", RUNTIME)
-runtime = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(runtime)
 
 
 class Clock:
@@ -183,7 +179,7 @@ def test_each_rank_ends_its_own_way():
         {"rank": 2, "start": 100.5, "end": 105.0, "status": 7},
         {"rank": 2, "start": 100.6, "end": 104.0, "status": 5},
     ]
-    outcomes = runtime.rank_outcomes(spec(4), calls, ended=110.0)
+    outcomes = rank_outcomes(JobSpec.from_dict(spec(4)), calls, ended=110.0)
     assert [(o["rank"], o["state"], o["status"], o["duration"], o["calls"]) for o in outcomes] == [
         (0, "killed", None, 10.0, 1),
         (1, "exited", 0, 2.5, 2),
@@ -196,13 +192,13 @@ def test_each_rank_ends_its_own_way():
 
 def test_a_failed_rank_with_a_call_killed_at_teardown_keeps_its_status():
     calls = [{"rank": 1, "start": 10.0, "end": 12.0, "status": 3}, {"rank": 1, "start": 11.0}]
-    (outcome,) = [o for o in runtime.rank_outcomes(spec(2), calls, ended=20.0) if o["rank"] == 1]
+    (outcome,) = [o for o in rank_outcomes(JobSpec.from_dict(spec(2)), calls, ended=20.0) if o["rank"] == 1]
     assert (outcome["state"], outcome["status"], outcome["end"], outcome["duration"]) == ("exited", 3, 20.0, 10.0)
 
 
 def test_task_array_outcomes_name_tasks_and_their_logs():
     calls = [{"rank": 0, "start": 1.0, "end": 2.0, "status": 0}, {"rank": 1, "start": 1.0, "end": 3.0, "status": 4}]
-    outcomes = runtime.rank_outcomes(spec(3, task_array=True), calls, ended=9.0)
+    outcomes = rank_outcomes(JobSpec.from_dict(spec(3, task_array=True)), calls, ended=9.0)
     assert [(o["task_id"], o["log"], o["state"], o["status"]) for o in outcomes] == [
         (1, "task-1.log", "exited", 0), (2, "task-2.log", "exited", 4), (3, "task-3.log", "not started", None)]
 
@@ -210,15 +206,15 @@ def test_task_array_outcomes_name_tasks_and_their_logs():
 def test_call_records_are_written_and_read_back(tmp_path, monkeypatch):
     """A call's record is rewritten in place when it returns; a record being
     rewritten (a temporary file) is not read."""
-    monkeypatch.setattr(runtime, "JOBS_DIR", str(tmp_path))
+    monkeypatch.setattr(registry, "JOBS_DIR", str(tmp_path))
     (tmp_path / "j" / "calls").mkdir(parents=True)
     record = {"rank": 1, "start": 5.0}
-    runtime.record_call("j", record)
-    assert runtime.read_call_records("j") == [record]
-    runtime.record_call("j", dict(record, end=6.0, status=0))
+    record_call("j", record)
+    assert read_call_records("j") == [record]
+    record_call("j", dict(record, end=6.0, status=0))
     (tmp_path / "j" / "calls" / "x.json.tmp").write_text("{")
-    assert runtime.read_call_records("j") == [{"rank": 1, "start": 5.0, "end": 6.0, "status": 0}]
-    assert runtime.read_call_records("no-such-job") == []
+    assert read_call_records("j") == [{"rank": 1, "start": 5.0, "end": 6.0, "status": 0}]
+    assert read_call_records("no-such-job") == []
 
 
 # -- the summary table ---------------------------------------------------------------
@@ -234,7 +230,7 @@ def test_summary_has_a_row_per_rank_in_fixed_width_columns(tmp_path):
     for name in ("j.log", "j/rank-1.log", "j/rank-2.log"):
         (logs / name).write_text("x\n")
     result = {"status": "FAILED", "duration": 12.34, "message": "rank 2 (j-2 on node-3) exited with status 5",
-              "ranks": runtime.rank_outcomes(spec(4), [
+              "ranks": rank_outcomes(JobSpec.from_dict(spec(4)), [
                   {"rank": 0, "start": 0.0},
                   {"rank": 1, "start": 0.0, "end": 1.0, "status": 0},
                   {"rank": 2, "start": 0.0, "end": 75.0, "status": 5}], ended=80.0)}
@@ -262,9 +258,10 @@ def test_summary_of_a_job_that_never_ran_lists_its_ranks():
 def test_summary_of_a_task_array_has_a_row_per_task(tmp_path):
     (tmp_path / "j").mkdir()
     (tmp_path / "j" / "task-2.log").write_text("")
-    result = {"status": "FINISHED", "duration": 3, "ranks": runtime.rank_outcomes(
-        spec(2, task_array=True), [{"rank": 0, "start": 0.0, "end": 1.0, "status": 0},
-                                   {"rank": 1, "start": 0.0, "end": 2.0, "status": 0}], ended=3.0)}
+    result = {"status": "FINISHED", "duration": 3, "ranks": rank_outcomes(
+        JobSpec.from_dict(spec(2, task_array=True)), [{"rank": 0, "start": 0.0, "end": 1.0, "status": 0},
+                                                      {"rank": 1, "start": 0.0, "end": 2.0, "status": 0}],
+        ended=3.0)}
     lines = summary_lines(result, spec(2, task_array=True), str(tmp_path / "j.log"))
     assert lines[0] == "job j FINISHED after 3.0 s"
     assert lines[1].split()[0] == "task"

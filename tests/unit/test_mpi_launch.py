@@ -8,20 +8,18 @@ job's PATH that writes the argv it got, so each test sees exactly what the
 real launcher would be given (the Molecule scenario mpi runs the real Open
 MPI and MPICH)."""
 
-import importlib.util
 import os
 import pwd
 from pathlib import Path
 
 import pytest
+from multinode_runtime import registry
+from multinode_runtime.errors import RuntimeFailure
+from multinode_runtime.spec import JobSpec
+from multinode_runtime.supervisor import Supervisor
 
 from ansible_collections.fuzz.multinode.plugins.module_utils.fuzzfile import Job
 from ansible_collections.fuzz.multinode.plugins.module_utils.job_spec import plan_job
-
-RUNTIME = Path(__file__).resolve().parents[2] / "files" / "multinode-runtime.py"
-_spec = importlib.util.spec_from_file_location("multinode_runtime_mpi", RUNTIME)
-runtime = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(runtime)
 
 WRAPPER = "/multinode/ssh-wrapper"
 USER = pwd.getpwuid(os.getuid()).pw_name
@@ -33,7 +31,7 @@ STAND_IN = '#!/bin/sh\necho "argv0=$0"\nfor word in "$@"; do echo "arg=$word"; d
 def head(tmp_path, monkeypatch):
     """Runs rank 0 of a job the way `multinode-runtime head` does, in a
     job directory under tmp_path; returns (argv rank 0 ran, bin dir)."""
-    monkeypatch.setattr(runtime, "JOBS_DIR", str(tmp_path / "jobs"))
+    monkeypatch.setattr(registry, "JOBS_DIR", str(tmp_path / "jobs"))
     bindir = tmp_path / "mpi" / "bin"
     bindir.mkdir(parents=True)
     for name in ("mpirun", "mpiexec"):
@@ -47,14 +45,14 @@ def head(tmp_path, monkeypatch):
         spec = plan_job(Job(**base), [{"node": "n%d" % i, "address": "10.0.0.%d" % i}
                                       for i in range(1, base["nodes"] + 1)],
                         user=USER, wrapper_path=WRAPPER, kill_grace=1)
-        directory = Path(runtime.job_dir(spec["job"]))
+        directory = Path(registry.job_dir(spec["job"]))
         directory.mkdir(parents=True)
         if spec["mode"] == "script":  # as `prepare` writes it on every node
-            runtime.write_file(str(directory / "script"), spec["script"], 0o755)
+            registry.write_file(str(directory / "script"), spec["script"], 0o755)
         log = tmp_path / "job.log"
         fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         try:
-            child = runtime.Supervisor(spec).start_rank0(fd)
+            child = Supervisor(JobSpec.from_dict(spec)).start_rank0(fd)
             assert child.wait(timeout=30) == 0
         finally:
             os.close(fd)
@@ -126,7 +124,7 @@ def test_generic_jobs_run_their_command_as_given(head, tmp_path):
 def test_a_missing_launcher_fails_the_job_naming_the_implementation(head, implementation,
                                                                      program, mpi):
     run, bindir = head
-    with pytest.raises(runtime.RuntimeFailure) as info:
+    with pytest.raises(RuntimeFailure) as info:
         run(path=str(bindir / "empty"), implementation=implementation, command=["mpi_hello_world"])
     assert str(info.value) == (
         "rank 0 (hello-0): command not found: %s (multinode.implementation %s runs the job "

@@ -4,18 +4,14 @@ block, host lookup. The runtime's process handling is tested on real
 container clusters by the Molecule scenarios."""
 
 import base64
-import importlib.util
 import os
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-RUNTIME = Path(__file__).resolve().parents[2] / "files" / "multinode-runtime.py"
-spec = importlib.util.spec_from_file_location("multinode_runtime", RUNTIME)
-runtime = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(runtime)
+from multinode_runtime import processes, registry, resources, wire, wrapper
+from multinode_runtime.errors import RuntimeFailure
+from multinode_runtime.spec import JobSpec, Rank
 
 
 def written(chunks, tmp_path, flags=os.O_APPEND):
@@ -23,7 +19,7 @@ def written(chunks, tmp_path, flags=os.O_APPEND):
     each feed, contents after flush)."""
     path = tmp_path / "out"
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | flags)
-    writer = runtime.LineWriter(fd)
+    writer = wire.LineWriter(fd)
     seen = []
     for chunk in chunks:
         writer.feed(chunk)
@@ -45,7 +41,7 @@ def test_line_writer_passes_an_unterminated_tail_as_it_is_to_a_pipe(tmp_path):
     seen, final = written([b"ab\ncd"], tmp_path, flags=os.O_TRUNC)
     assert final == b"ab\ncd"
     reader, writer = os.pipe()
-    line_writer = runtime.LineWriter(writer)
+    line_writer = wire.LineWriter(writer)
     line_writer.feed(b"ab\ncd")
     line_writer.flush()
     os.close(writer)
@@ -63,8 +59,8 @@ def test_line_writer_keeps_a_long_line_whole(tmp_path):
 @settings(max_examples=100)
 @given(st.lists(st.binary(max_size=300), max_size=20))
 def test_frames_round_trip(chunks):
-    stream = b"".join(runtime._HEADER.pack(runtime.FRAME_STDOUT, len(c)) + c for c in chunks)
-    reader = runtime.FrameReader()
+    stream = b"".join(wire._HEADER.pack(wire.FRAME_STDOUT, len(c)) + c for c in chunks)
+    reader = wire.FrameReader()
     got = []
     # Any split of the byte stream decodes to the same frames.
     for i in range(0, len(stream), 7):
@@ -77,7 +73,7 @@ def test_frames_round_trip(chunks):
     {"job": "j", "cleanup": True},
 ])
 def test_launch_request_round_trip(request_):
-    assert runtime.parse_launch_request(runtime.encode_request(request_)) == request_
+    assert wire.parse_launch_request(wire.encode_request(request_)) == request_
 
 
 @pytest.mark.parametrize("original", [
@@ -87,24 +83,24 @@ def test_launch_request_round_trip(request_):
     "launch " + base64.b64encode(b'{"job": "j", "cleanup": 1}').decode(),
 ])
 def test_launch_request_refuses_anything_else(original):
-    with pytest.raises(runtime.RuntimeFailure):
-        runtime.parse_launch_request(original)
+    with pytest.raises(RuntimeFailure):
+        wire.parse_launch_request(original)
 
 
 def test_hosts_block_is_replaced_in_place(tmp_path, monkeypatch):
     hosts = tmp_path / "hosts"
     hosts.write_text("127.0.0.1 localhost\n10.0.0.9 other")
     inode = hosts.stat().st_ino
-    monkeypatch.setattr(runtime, "HOSTS_FILE", str(hosts))
-    runtime.write_hosts_block("j", [("10.0.0.1", "j-0"), ("10.0.0.2", "j-1")])
-    runtime.write_hosts_block("k", [("10.0.0.3", "k-0")])
-    runtime.write_hosts_block("j", [("10.0.0.5", "j-0")])
+    monkeypatch.setattr(registry, "HOSTS_FILE", str(hosts))
+    registry.write_hosts_block("j", [("10.0.0.1", "j-0"), ("10.0.0.2", "j-1")])
+    registry.write_hosts_block("k", [("10.0.0.3", "k-0")])
+    registry.write_hosts_block("j", [("10.0.0.5", "j-0")])
     assert hosts.read_text() == (
         "127.0.0.1 localhost\n10.0.0.9 other\n"
         "# BEGIN fuzz.multinode job k\n10.0.0.3 k-0\n# END fuzz.multinode job k\n"
         "# BEGIN fuzz.multinode job j\n10.0.0.5 j-0\n# END fuzz.multinode job j\n")
-    runtime.write_hosts_block("j", [])
-    runtime.write_hosts_block("k", [])
+    registry.write_hosts_block("j", [])
+    registry.write_hosts_block("k", [])
     assert hosts.read_text() == "127.0.0.1 localhost\n10.0.0.9 other\n"
     assert hosts.stat().st_ino == inode  # bind-mounted files cannot be renamed over
 
@@ -113,16 +109,16 @@ def test_find_rank_by_name_node_or_address():
     spec = {"job": "j", "ranks": [
         {"rank": 0, "name": "j-0", "node": "n1", "address": "10.0.0.1"},
         {"rank": 1, "name": "j-1", "node": "n2", "address": "10.0.0.2"}]}
-    assert runtime.find_rank(spec, "j-1")["rank"] == 1
-    assert runtime.find_rank(spec, "n2")["rank"] == 1
-    assert runtime.find_rank(spec, "10.0.0.1")["rank"] == 0
-    with pytest.raises(runtime.RuntimeFailure, match="unknown host 'j-7': job j has ranks j-0, j-1"):
-        runtime.find_rank(spec, "j-7")
+    assert wrapper.find_rank(JobSpec.from_dict(spec), "j-1").rank == 1
+    assert wrapper.find_rank(JobSpec.from_dict(spec), "n2").rank == 1
+    assert wrapper.find_rank(JobSpec.from_dict(spec), "10.0.0.1").rank == 0
+    with pytest.raises(RuntimeFailure, match="unknown host 'j-7': job j has ranks j-0, j-1"):
+        wrapper.find_rank(JobSpec.from_dict(spec), "j-7")
 
 
 def test_exit_status_follows_the_shell_convention():
-    assert runtime.exit_status(3 << 8) == 3
-    assert runtime.exit_status(9) == 128 + 9  # killed by SIGKILL
+    assert processes.exit_status(3 << 8) == 3
+    assert processes.exit_status(9) == 128 + 9  # killed by SIGKILL
 
 
 @pytest.mark.parametrize("argv, expected", [
@@ -136,7 +132,7 @@ def test_exit_status_follows_the_shell_convention():
     (["--", "-h", "cmd"], ("-h", ["cmd"])),
 ])
 def test_wrapper_takes_ssh_argv_syntax(argv, expected):
-    assert runtime.parse_ssh_argv(argv) == expected
+    assert wrapper.parse_ssh_argv(argv) == expected
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -147,8 +143,8 @@ def test_wrapper_takes_ssh_argv_syntax(argv, expected):
     (["-Z", "h", "cmd"], "unknown ssh option -Z"),
 ])
 def test_wrapper_refuses_bad_ssh_argv(argv, message):
-    with pytest.raises(runtime.RuntimeFailure, match=message):
-        runtime.parse_ssh_argv(argv)
+    with pytest.raises(RuntimeFailure, match=message):
+        wrapper.parse_ssh_argv(argv)
 
 
 # -- resources -----------------------------------------------------------------
@@ -156,14 +152,15 @@ def test_wrapper_refuses_bad_ssh_argv(argv, message):
 def test_a_request_larger_than_the_node_is_refused_naming_field_and_node():
     cpus = len(os.sched_getaffinity(0))
     spec = {"job": "big", "resources": {"cores": cpus + 1, "memory_bytes": 1 << 60}}
-    with pytest.raises(runtime.RuntimeFailure) as err:
-        runtime.check_resources(spec, "node-1")
+    with pytest.raises(RuntimeFailure) as err:
+        resources.check_resources(JobSpec.from_dict(spec), "node-1")
     assert str(err.value) == (
         "job big cannot start on node node-1: jobs.big.resource.cpu.cores: %d requested, but "
         "the node has %d CPUs; jobs.big.resource.memory: %d bytes requested, but the node has %d"
-        % (cpus + 1, cpus, 1 << 60, runtime.node_memory_bytes()))
-    runtime.check_resources({"job": "fits", "resources": {"cores": cpus, "memory_bytes": 1}}, "n")
-    runtime.check_resources({"job": "none", "resources": {"cores": None, "memory_bytes": None}}, "n")
+        % (cpus + 1, cpus, 1 << 60, resources.node_memory_bytes()))
+    resources.check_resources(JobSpec.from_dict({"job": "fits", "resources": {"cores": cpus, "memory_bytes": 1}}), "n")
+    resources.check_resources(JobSpec.from_dict({"job": "none", "resources": {"cores": None, "memory_bytes": None}}),
+                              "n")
 
 
 def cpus_after_binding(spec, rank):
@@ -172,7 +169,7 @@ def cpus_after_binding(spec, rank):
     child = os.fork()
     if child == 0:
         os.close(reader)
-        runtime.bind_cpus(spec, rank)
+        resources.bind_cpus(JobSpec.from_dict(spec), Rank(**rank))
         os.write(writer, ",".join(map(str, sorted(os.sched_getaffinity(0)))).encode())
         os._exit(0)
     os.close(writer)
@@ -198,33 +195,33 @@ def test_ranks_are_bound_to_their_cores_and_tasks_sharing_a_node_take_turns():
 def test_own_cgroup_reads_the_controller_line():
     text = ("12:pids:/docker/abc\n4:memory:/docker/abc\n3:cpu,cpuacct:/x\n"
             "0::/docker/abc\n")
-    assert runtime.own_cgroup(text, "memory") == "/docker/abc"
-    assert runtime.own_cgroup(text, "cpuacct") == "/x"
-    assert runtime.own_cgroup("0::/\n", "memory") == "/"  # cgroup v2 only
+    assert resources.own_cgroup(text, "memory") == "/docker/abc"
+    assert resources.own_cgroup(text, "cpuacct") == "/x"
+    assert resources.own_cgroup("0::/\n", "memory") == "/"  # cgroup v2 only
 
 
 # -- CPU affinity ----------------------------------------------------------------
 
 def test_parse_cpu_list():
-    assert runtime.parse_cpu_list("0-3,8,10-11\n") == {0, 1, 2, 3, 8, 10, 11}
-    assert runtime.parse_cpu_list("") == set()
+    assert resources.parse_cpu_list("0-3,8,10-11\n") == {0, 1, 2, 3, 8, 10, 11}
+    assert resources.parse_cpu_list("") == set()
 
 
 def test_core_affinity_takes_any_cpus_in_turn():
     cpus = [0, 1, 2, 3]
-    assert runtime.choose_cpus(cpus, None, 2, 0) == [0, 1]
-    assert runtime.choose_cpus(cpus, None, 2, 1) == [2, 3]
-    assert runtime.choose_cpus(cpus, None, 3, 1) == [0, 1, 3]  # wraps around
+    assert resources.choose_cpus(cpus, None, 2, 0) == [0, 1]
+    assert resources.choose_cpus(cpus, None, 2, 1) == [2, 3]
+    assert resources.choose_cpus(cpus, None, 3, 1) == [0, 1, 3]  # wraps around
 
 
 def test_socket_or_numa_affinity_keeps_the_cpus_in_one_group():
     groups = [[0, 1, 2, 3], [4, 5, 6, 7]]
     cpus = list(range(8))
-    assert runtime.choose_cpus(cpus, groups, 3, 0) == [0, 1, 2]
-    assert runtime.choose_cpus(cpus, groups, 3, 1) == [4, 5, 6]  # next turn: next group
-    assert runtime.choose_cpus(cpus, groups, 4, 2) == [0, 1, 2, 3]
-    assert runtime.choose_cpus(cpus, groups, 5, 0) is None  # no group has 5
-    assert runtime.choose_cpus(cpus, [[0], [1, 2, 3]], 2, 0) == [1, 2]  # only one fits
+    assert resources.choose_cpus(cpus, groups, 3, 0) == [0, 1, 2]
+    assert resources.choose_cpus(cpus, groups, 3, 1) == [4, 5, 6]  # next turn: next group
+    assert resources.choose_cpus(cpus, groups, 4, 2) == [0, 1, 2, 3]
+    assert resources.choose_cpus(cpus, groups, 5, 0) is None  # no group has 5
+    assert resources.choose_cpus(cpus, [[0], [1, 2, 3]], 2, 0) == [1, 2]  # only one fits
 
 
 def fake_topology(tmp_path, monkeypatch, sockets, numa):
@@ -239,26 +236,26 @@ def fake_topology(tmp_path, monkeypatch, sockets, numa):
         (node_dir / ("node%d" % node)).mkdir()
         (node_dir / ("node%d" % node) / "cpulist").write_text(cpulist + "\n")
     (node_dir / "possible").write_text("0-1\n")  # not a node directory
-    monkeypatch.setattr(runtime, "SYSFS_CPU", str(cpu_dir))
-    monkeypatch.setattr(runtime, "SYSFS_NODE", str(node_dir))
+    monkeypatch.setattr(resources, "SYSFS_CPU", str(cpu_dir))
+    monkeypatch.setattr(resources, "SYSFS_NODE", str(node_dir))
 
 
 def test_cpu_groups_come_from_the_sysfs_topology(tmp_path, monkeypatch):
     fake_topology(tmp_path, monkeypatch, {0: 0, 1: 1, 2: 0, 3: 1}, {0: "0,2", 1: "1,3"})
-    assert runtime.cpu_groups("SOCKET", [0, 1, 2, 3]) == [[0, 2], [1, 3]]
-    assert runtime.cpu_groups("NUMA", [0, 1, 2]) == [[0, 2], [1]]  # only usable CPUs
-    assert runtime.cpu_groups("CORE", [0, 1]) is None
-    assert runtime.cpu_groups(None, [0, 1]) is None
+    assert resources.cpu_groups("SOCKET", [0, 1, 2, 3]) == [[0, 2], [1, 3]]
+    assert resources.cpu_groups("NUMA", [0, 1, 2]) == [[0, 2], [1]]  # only usable CPUs
+    assert resources.cpu_groups("CORE", [0, 1]) is None
+    assert resources.cpu_groups(None, [0, 1]) is None
 
 
 def test_affinity_that_no_group_can_hold_is_refused_before_the_start(tmp_path, monkeypatch):
     # A node of 2 CPUs, each its own socket: 2 cores in one socket cannot be had.
-    monkeypatch.setattr(runtime, "node_cpus", lambda: [0, 1])
+    monkeypatch.setattr(resources, "node_cpus", lambda: [0, 1])
     fake_topology(tmp_path, monkeypatch, {0: 0, 1: 1}, {0: "0-1"})
     spec = {"job": "j", "resources": {"cores": 2, "affinity": "SOCKET"}}
-    with pytest.raises(runtime.RuntimeFailure) as err:
-        runtime.check_resources(spec, "node-1")
+    with pytest.raises(RuntimeFailure) as err:
+        resources.check_resources(JobSpec.from_dict(spec), "node-1")
     assert str(err.value) == (
         "job j cannot start on node node-1: jobs.j.resource.cpu.affinity: SOCKET needs 2 CPUs "
         "in one socket, but the node's largest has 1")
-    runtime.check_resources(dict(spec, resources={"cores": 2, "affinity": "CORE"}), "node-1")
+    resources.check_resources(JobSpec.from_dict(dict(spec, resources={"cores": 2, "affinity": "CORE"})), "node-1")

@@ -1,0 +1,147 @@
+"""The launch server: one wrapper call on its target node.
+
+sshd runs `launch` as the cluster key's forced command (in local mode the
+head's launch socket serves it instead, local_socket.py). The request comes
+as the ssh command; stdin is the lifeline (when it closes, everything the
+call started is stopped); stdout carries the frames back to the wrapper.
+"""
+
+import json
+import os
+import select
+import subprocess
+
+from . import registry
+from .errors import RuntimeFailure
+from .inputs import job_command, job_cwd, job_environment, job_user
+from .processes import (
+    POLL_SECONDS,
+    become_subreaper,
+    enter_rank_namespace,
+    exit_status,
+    kill_job_processes,
+    pids_in_namespaces,
+    reap_children,
+    release_namespace,
+    spawn_as,
+)
+from .resources import bind_cpus, limit_memory
+from .spec import load_spec
+from .teardown import stop_on_request
+from .wire import (
+    FRAME_ERROR,
+    FRAME_EXIT,
+    FRAME_STDERR,
+    FRAME_STDOUT,
+    LineWriter,
+    parse_launch_request,
+    send_frame,
+    write_all,
+)
+
+
+def serve_launch(original):
+    """Carry out one launch request (the ssh command, or the first line on
+    the local launch socket); stdin is the lifeline, stdout the frames."""
+    out = 1
+    try:
+        request = parse_launch_request(original)
+        spec = load_spec(request["job"])
+        if request.get("cleanup"):
+            records = stop_on_request(spec, bool(request.get("unregister")))
+            send_frame(out, FRAME_STDOUT, json.dumps(records).encode())
+            send_frame(out, FRAME_EXIT, b"0")
+            return 0
+        rank = spec.rank_numbered(request["rank"])
+        node = registry.this_node(spec.job)
+        if rank is None or rank.node != node:
+            raise RuntimeFailure("rank %r of job %s does not run on node %s" % (
+                request["rank"], spec.job, node))
+        status = Launch(spec, rank, request).run()
+    except RuntimeFailure as exc:
+        send_frame(out, FRAME_ERROR, str(exc).encode())
+        status = 255
+    send_frame(out, FRAME_EXIT, str(status).encode())
+    return 0
+
+
+class Launch:
+    """One wrapper call on its target node: the command runs in the rank's
+    host name as the job user; its output goes to the rank log and, when
+    forwarding is on, back to the wrapper; ssh's stdin is the lifeline."""
+
+    def __init__(self, spec, rank, request):
+        self.spec, self.rank, self.request = spec, rank, request
+        self.user = job_user(spec)
+
+    def run(self):
+        job = self.spec.job
+        namespace = enter_rank_namespace(job, self.rank.name)
+        try:
+            return self.run_in(namespace)
+        finally:
+            # Nothing of the call is left in its namespace (processes that
+            # called setsid would be, for cleanup): unpin it now, so a job
+            # making many wrapper calls holds no mount per call until cleanup.
+            if not pids_in_namespaces({namespace}, {os.getpid()}, self.user):
+                release_namespace(job, namespace)
+
+    def command(self, env):
+        if self.request.get("task"):
+            if not self.rank.is_task:
+                raise RuntimeFailure("%s is not a task of job %s" % (self.rank.name, self.spec.job))
+            return job_command(self.spec.with_changes(argv=self.rank.argv), env,
+                               "task %s" % self.rank.name)
+        return ["/bin/sh", "-c", "--", self.request["command"]]
+
+    def run_in(self, namespace):
+        become_subreaper()
+        bind_cpus(self.spec, self.rank)
+        log_fd = os.open(registry.rank_log_path(self.spec.job, self.rank),
+                         os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        warning = limit_memory(self.spec, self.rank)
+        if warning:
+            write_all(log_fd, ("fuzz.multinode: warning: %s\n" % warning).encode())
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        env = job_environment(self.spec, self.rank, self.user)
+        cwd = job_cwd(self.spec, self.rank)
+        argv = self.command(env)
+        try:
+            child = spawn_as(self.user, argv, env, cwd, subprocess.DEVNULL, out_w, err_w)
+        finally:
+            os.close(out_w)
+            os.close(err_w)
+        forward = self.request.get("forward")
+        logs = {out_r: (LineWriter(log_fd), FRAME_STDOUT), err_r: (LineWriter(log_fd), FRAME_STDERR)}
+        open_fds = [out_r, err_r, 0]
+        child_status = None
+        while out_r in open_fds or err_r in open_fds:
+            ready, _, _ = select.select(open_fds, [], [], 0.5)
+            for fd in ready:
+                data = os.read(fd, 1 << 16)
+                if fd == 0:
+                    if not data:  # ssh session gone: stop everything we started
+                        kill_job_processes({namespace}, self.spec.kill_grace, self.user)
+                        return 255
+                    continue
+                if not data:
+                    open_fds.remove(fd)
+                    logs[fd][0].flush()
+                    continue
+                logs[fd][0].feed(data)
+                if forward:
+                    send_frame(1, logs[fd][1], data)
+            for pid, status in reap_children().items():
+                if pid == child.pid:
+                    child_status = exit_status(status)
+        while child_status is None:
+            if 0 in select.select([0], [], [], POLL_SECONDS)[0] and not os.read(0, 1 << 16):
+                kill_job_processes({namespace}, self.spec.kill_grace, self.user)
+                return 255
+            for pid, status in reap_children().items():
+                if pid == child.pid:
+                    child_status = exit_status(status)
+        child.returncode = child_status
+        os.close(log_fd)
+        return child_status

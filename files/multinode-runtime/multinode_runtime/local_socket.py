@@ -1,0 +1,110 @@
+"""Local mode: the head's launch socket stands in for sshd.
+
+In local mode every rank runs on this node, and no sshd is needed: the head
+supervisor (root) listens on `launch.sock` in the job's directory, which
+only the job user may connect to, and serves each connection like sshd's
+forced command would (`serve_launch`, in a child of its own). The wrapper
+side (`connect`) behaves like `ssh -T HOST REQUEST`.
+"""
+
+import os
+import select
+import signal
+import socket
+import struct
+
+from . import registry
+from .errors import RuntimeFailure
+from .launch import serve_launch
+from .wire import write_all
+
+_PEERCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
+
+
+def start_local_launcher(spec, user):
+    """Listen on the job's launch socket and serve it in a forked process;
+    returns that process's pid."""
+    path = registry.job_path(spec.job, registry.LOCAL_SOCKET)
+    if os.path.lexists(path):
+        os.unlink(path)
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(path)
+    os.chown(path, user.pw_uid, user.pw_gid)
+    os.chmod(path, 0o600)
+    server.listen(64)
+    pid = os.fork()
+    if pid:
+        server.close()
+        return pid
+    status = 1
+    try:
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_DFL)
+        server.settimeout(0.5)
+        while True:
+            try:
+                conn, _ = server.accept()
+            except socket.timeout:
+                conn = None
+            if conn is not None:
+                if os.fork() == 0:
+                    server.close()
+                    os._exit(serve_local_connection(conn, user))
+                conn.close()
+            try:
+                while os.waitpid(-1, os.WNOHANG)[0] > 0:
+                    pass
+            except ChildProcessError:
+                pass
+    finally:
+        os._exit(status)
+
+
+def serve_local_connection(conn, user):
+    """One connection to the launch socket: check the peer, read the request
+    line, then serve it with the connection as stdin and stdout."""
+    conn.settimeout(None)
+    _, uid, _ = _PEERCRED.unpack(conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size))
+    if uid not in (0, user.pw_uid):
+        return 1
+    line = b""
+    while not line.endswith(b"\n") and len(line) < 1 << 20:
+        byte = conn.recv(1)  # byte by byte: what follows is the lifeline
+        if not byte:
+            return 1
+        line += byte
+    os.dup2(conn.fileno(), 0)
+    os.dup2(conn.fileno(), 1)
+    conn.close()
+    return serve_launch(line.decode(errors="replace").strip())
+
+
+def connect(job, request):
+    """`connect JOB REQUEST` (job user, local mode): ssh's part of a wrapper
+    call: send REQUEST to the job's launch socket, then copy our stdin to it
+    and its replies to our stdout until the launcher closes it."""
+    path = registry.job_path(job, registry.LOCAL_SOCKET)
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        conn.connect(path)
+    except OSError as exc:
+        raise RuntimeFailure("cannot reach the local launcher of job %s at %s: %s"
+                             % (job, path, exc.strerror)) from None
+    conn.sendall(request.encode() + b"\n")
+    watched = [0, conn.fileno()]
+    while conn.fileno() in watched:
+        for fd in select.select(watched, [], [])[0]:
+            if fd == 0:
+                data = os.read(0, 1 << 16)
+                if data:
+                    conn.sendall(data)
+                else:
+                    conn.shutdown(socket.SHUT_WR)  # the lifeline ends
+                    watched.remove(0)
+            else:
+                data = conn.recv(1 << 16)
+                if not data:
+                    watched.remove(fd)
+                else:
+                    write_all(1, data)
+    return 0

@@ -1,0 +1,289 @@
+"""Processes and namespaces: the unit of cleanup.
+
+Every process of a rank runs in a UTS namespace whose host name is the
+rank's name (<job>-<rank>). The namespaces are recorded per job, so cleanup
+finds every process of the job, including ones that called setsid, by
+namespace; while a runtime process lives it is also a subreaper, so the
+processes below it are found by ancestry.
+"""
+
+import ctypes
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+
+from . import registry
+from .errors import RuntimeFailure
+from .wire import write_all
+
+CLONE_NEWUTS = 0x04000000
+MS_BIND = 0x1000
+MNT_DETACH = 2
+PR_SET_CHILD_SUBREAPER = 36
+POLL_SECONDS = 0.05
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _namespace_record(job, ns):
+    return os.path.join(registry.job_path(job, registry.NAMESPACES_DIR), str(ns))
+
+
+def enter_rank_namespace(job, name):
+    """Move this process into a new UTS namespace named `name` and record
+    the namespace under the job, so cleanup can find all its processes."""
+    if _libc.unshare(CLONE_NEWUTS) != 0:
+        err = ctypes.get_errno()
+        raise RuntimeFailure(
+            "cannot give rank %s its host name: unshare(CLONE_NEWUTS) failed: "
+            "%s (the runtime needs root with CAP_SYS_ADMIN; containers need "
+            "--cap-add SYS_ADMIN)" % (name, os.strerror(err)))
+    socket.sethostname(name)
+    ns = os.stat("/proc/self/ns/uts").st_ino
+    record = _namespace_record(job, ns)
+    open(record, "w").close()
+    # Pin the namespace to its record (a bind mount holds it alive): the
+    # kernel gives a dead namespace's inode number to the next namespace
+    # made anywhere on the machine (a container's, say), and cleanup by
+    # that number would then kill processes that are not the job's. Best
+    # effort: pids_in_namespaces also keeps to our own PID namespace.
+    _libc.mount(b"/proc/self/ns/uts", record.encode(), None, MS_BIND, None)
+    return ns
+
+
+def release_namespace(job, ns):
+    """Unpin and forget a recorded namespace (it has no process left)."""
+    record = _namespace_record(job, ns)
+    _libc.umount2(record.encode(), MNT_DETACH)
+    try:
+        os.unlink(record)
+    except FileNotFoundError:
+        pass
+
+
+def become_subreaper():
+    # Orphaned job processes re-parent to us, so we reap them (no zombies).
+    _libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+def recorded_namespaces(job):
+    try:
+        return {int(n) for n in os.listdir(registry.job_path(job, registry.NAMESPACES_DIR))}
+    except FileNotFoundError:
+        return set()
+
+
+def pids_in_namespaces(namespaces, exclude=(), user=None):
+    """Processes whose UTS namespace is one of `namespaces`. Root without
+    CAP_SYS_PTRACE (a container's default) may not read another user's
+    /proc/PID/ns; the job user may read its own processes', so those are
+    checked again as the job user."""
+    found, unreadable = [], []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) in exclude:
+            continue
+        try:
+            if os.stat("/proc/%s/ns/uts" % entry).st_ino in namespaces and _same_pid_namespace(entry):
+                found.append(int(entry))
+        except PermissionError:
+            unreadable.append(int(entry))
+        except OSError:
+            continue  # gone, or a zombie
+    if unreadable and user is not None and os.getuid() == 0 and user.pw_uid != 0:
+        found += _pids_in_namespaces_as(user, namespaces, unreadable)
+    return found
+
+
+def _same_pid_namespace(pid):
+    """Whether a process is in our PID namespace: a host-side runtime (local
+    mode) sees the processes of every container on the machine, and must
+    never take one of theirs for its own."""
+    return os.stat("/proc/%s/ns/pid" % pid).st_ino == os.stat("/proc/self/ns/pid").st_ino
+
+
+def _pids_in_namespaces_as(user, namespaces, pids):
+    def scan(emit):
+        for pid in pids:
+            try:
+                if os.stat("/proc/%d/ns/uts" % pid).st_ino in namespaces and _same_pid_namespace(pid):
+                    emit({"pid": pid})
+            except OSError:
+                continue
+    records, _ = run_as(user, scan)
+    return [record["pid"] for record in records if "pid" in record]
+
+
+def reap_children():
+    """Reap every exited child; returns {pid: wait status}."""
+    done = {}
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return done
+        if pid == 0:
+            return done
+        done[pid] = status
+
+
+def descendants(ancestor):
+    """Every process below `ancestor` in the process tree. While a runtime
+    process lives it is a subreaper, so this includes processes that
+    daemonized (setsid, double fork) and ones whose namespace we may not read
+    (non-dumpable processes such as ssh, without CAP_SYS_PTRACE)."""
+    children = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        ppid = parent(int(entry))
+        if ppid is not None:
+            children.setdefault(ppid, []).append(int(entry))
+    found, todo = [], [ancestor]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def command_line(pid):
+    """A process's argv (None if it is gone)."""
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as handle:
+            return handle.read().split(b"\0")
+    except OSError:
+        return None
+
+
+def job_processes(namespaces, user):
+    me = os.getpid()
+    return set(pids_in_namespaces(namespaces, {me}, user)) | set(descendants(me))
+
+
+def kill_job_processes(namespaces, grace, user):
+    """SIGTERM every process of ours (in the namespaces, or below us), wait
+    up to `grace` seconds, then SIGKILL what is left. Returns how many
+    processes were signalled."""
+    victims = job_processes(namespaces, user)
+    # The top of each process tree first (a rank's shell, a launched
+    # command), the processes they started a moment later: signalled all at
+    # once, a child could die and let a shell go on past its `wait` before
+    # the shell's own SIGTERM lands, so its trap would never run.
+    tops = {pid for pid in victims if parent(pid) not in victims}
+    for pid in tops:
+        send_signal(pid, signal.SIGTERM)
+    if victims - tops:
+        time.sleep(POLL_SECONDS)
+        for pid in victims - tops:
+            send_signal(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while job_processes(namespaces, user) and time.monotonic() < deadline:
+        reap_children()
+        time.sleep(POLL_SECONDS)
+    for pid in job_processes(namespaces, user):
+        send_signal(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 5
+    while job_processes(namespaces, user) and time.monotonic() < deadline:
+        reap_children()
+        time.sleep(POLL_SECONDS)
+    reap_children()
+    return len(victims)
+
+
+def parent(pid):
+    """A process's parent pid (None if it is gone)."""
+    try:
+        with open("/proc/%d/stat" % pid) as handle:
+            return int(handle.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def send_signal(pid, sig):
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def exit_status(wait_status):
+    """Shell convention: the exit code, or 128 + signal number."""
+    if os.WIFSIGNALED(wait_status):
+        return 128 + os.WTERMSIG(wait_status)
+    return os.WEXITSTATUS(wait_status)
+
+
+def spawn_as(user, argv, env, cwd, stdin, stdout, stderr):
+    """Start argv as the job user in its own session (process group)."""
+    kwargs = {}
+    if os.getuid() == 0 and user.pw_uid != 0:
+        kwargs = dict(user=user.pw_uid, group=user.pw_gid,
+                      extra_groups=os.getgrouplist(user.pw_name, user.pw_gid))
+    try:
+        return subprocess.Popen(argv, env=env, cwd=cwd, stdin=stdin,
+                                stdout=stdout, stderr=stderr,
+                                start_new_session=True, close_fds=True,
+                                **kwargs)
+    except OSError as exc:
+        raise RuntimeFailure("cannot run %r: %s" % (argv[0], exc.strerror)) from None
+
+
+def run_as(user, work, *args):
+    """Run work(emit, *args) in a child process with the job user's uid,
+    gid and groups, so it touches the node with the job user's rights only.
+    emit(record) sends a JSON record back. Returns (the records, None), or
+    (the records sent, why) when work did not finish."""
+    reader, writer = os.pipe()
+    child = os.fork()
+    if child == 0:
+        status = 1
+
+        def emit(record):
+            write_all(writer, (json.dumps(record) + "\n").encode())
+
+        try:
+            os.close(reader)
+            if os.getuid() == 0 and user.pw_uid != 0:
+                os.setgroups(os.getgrouplist(user.pw_name, user.pw_gid))
+                os.setgid(user.pw_gid)
+                os.setuid(user.pw_uid)
+            os.umask(0o022)
+            work(emit, *args)
+            emit({"done": True})
+            status = 0
+        except BaseException as exc:
+            emit({"failed": "%s: %s" % (type(exc).__name__, exc)})
+        finally:
+            os._exit(status)
+    os.close(writer)
+    data = b""
+    while True:
+        chunk = os.read(reader, 1 << 16)
+        if not chunk:
+            break
+        data += chunk
+    os.close(reader)
+    os.waitpid(child, 0)
+    records = [json.loads(line) for line in data.decode().splitlines() if line]
+    if records and records[-1] == {"done": True}:
+        return records[:-1], None
+    failed = "working as user %s on %s failed" % (user.pw_name, socket.gethostname())
+    if records and "failed" in records[-1]:
+        failed += ": " + records.pop()["failed"]
+    return records, failed
+
+
+def which(name, path):
+    for directory in path.split(":"):
+        candidate = os.path.join(directory or ".", name)
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def last_line(data):
+    lines = [line for line in (data or b"").decode(errors="replace").splitlines() if line.strip()]
+    return lines[-1].strip() if lines else ""

@@ -1,0 +1,175 @@
+"""The job spec: what the controller planned for a job (rank_plan), as the
+runtime reads it from the job's spec.json. Every default lives here.
+
+The controller writes every field (plugins/module_utils/rank_env.py); the
+defaults are what the runtime assumes when a field is absent, e.g. in a spec
+written by an older controller.
+"""
+
+import json
+import os
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, Dict, List, Optional, Tuple
+
+from . import registry
+from .errors import RuntimeFailure
+
+KILL_GRACE = 10  # seconds between SIGTERM and SIGKILL at a teardown
+
+
+@dataclass(frozen=True)
+class Rank:
+    """One rank of a job, or one task of a task array."""
+
+    rank: int                       # rank number, or the task's index
+    name: str = ""                  # its host name, <job>-<rank or task id>
+    node: str = ""                  # inventory name of its node
+    address: str = ""               # the address other nodes reach it by
+    slots: int = 1
+    env: Dict[str, str] = field(default_factory=dict)
+    task_id: Optional[int] = None   # a task array's task: its FB_TASK_ID
+    argv: Optional[List[str]] = None  # a task's own command
+    log: Optional[str] = None       # a task's log file name
+
+    @property
+    def is_task(self):
+        return self.task_id is not None
+
+    @property
+    def log_name(self):
+        """The file name of its log on its node (the one naming rule)."""
+        return self.log or "rank-%d.log" % self.rank
+
+    def summary(self, status):
+        return {"rank": self.rank, "name": self.name, "node": self.node, "status": status}
+
+
+@dataclass(frozen=True)
+class Resources:
+    """resource.cpu / resource.memory of the Fuzzfile: what each rank asks of its node."""
+
+    cores: Optional[int] = None
+    affinity: Optional[str] = None  # CORE, SOCKET or NUMA
+    memory_bytes: Optional[int] = None
+
+
+@dataclass(frozen=True)
+class SecretArg:
+    """An argument of argv that expands secret:// values: its index and its
+    parts, each ("text", literal) or ("secret", scope/name)."""
+
+    index: int
+    parts: List[Tuple[str, str]]
+
+
+@dataclass(frozen=True)
+class JobFile:
+    """A file the job places on its nodes (Fuzzfile `files`)."""
+
+    path: str
+    contents: str
+    name: str = ""
+
+
+@dataclass(frozen=True)
+class TaskArray:
+    start: int
+    end: int
+    concurrency: int = 1
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    job: str
+    user: str = "fuzz"
+    mode: str = "command"           # "command" or "script"
+    argv: List[str] = field(default_factory=list)
+    script: Optional[str] = None
+    cwd: str = "/"
+    secret_env: Dict[str, str] = field(default_factory=dict)  # env key: secret name
+    secret_args: List[SecretArg] = field(default_factory=list)
+    files: List[JobFile] = field(default_factory=list)
+    kill_grace: float = KILL_GRACE
+    timeout: Optional[float] = None  # policy.timeout.execute, seconds
+    resources: Resources = field(default_factory=Resources)
+    implementation: str = "generic"
+    launcher: List[str] = field(default_factory=list)  # rank 0's argv prefix (MPI)
+    nodes: int = 1
+    local: bool = False             # every rank on this one node
+    ranks: List[Rank] = field(default_factory=list)
+    task_array: Optional[TaskArray] = None
+    # Set by `head --controller-timeout`, not by the controller's plan.
+    controller_timeout: float = 0
+
+    @classmethod
+    def from_dict(cls, data):
+        """The spec of a decoded spec.json; a malformed one is a RuntimeFailure."""
+        try:
+            known = {f.name for f in fields(cls)}
+            values = {key: value for key, value in data.items() if key in known and value is not None}
+            if not values.get("cwd"):
+                values.pop("cwd", None)  # no cwd: "/"
+            values["ranks"] = [Rank(**{k: v for k, v in rank.items() if k in _RANK_FIELDS})
+                               for rank in values.get("ranks", [])]
+            values["resources"] = Resources(**{k: v for k, v in (values.get("resources") or {}).items()
+                                               if k in _RESOURCE_FIELDS})
+            values["secret_args"] = [SecretArg(item["index"], [tuple(part) for part in item["parts"]])
+                                     for item in values.get("secret_args", [])]
+            values["files"] = [JobFile(entry["path"], entry["contents"], entry.get("name", ""))
+                               for entry in values.get("files", [])]
+            if "task_array" in values:
+                values["task_array"] = TaskArray(**values["task_array"])
+            return cls(**values)
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise RuntimeFailure("malformed job spec (%s: %s)" % (type(exc).__name__, exc)) from None
+
+    def with_changes(self, **changes):
+        return replace(self, **changes)
+
+    @property
+    def head(self):
+        """Rank 0 (a task array's first task): its node is the head."""
+        return self.ranks[0]
+
+    def secret_names(self):
+        """The secret names (scope/name) the job references, in its env
+        (secret_env) and in arguments that expand them (secret_args)."""
+        names = set(self.secret_env.values())
+        for item in self.secret_args:
+            names.update(value for kind, value in item.parts if kind == "secret")
+        return names
+
+    def nodes_except(self, node):
+        """{node: its first rank} of the job's nodes other than `node`."""
+        others = {}
+        for rank in self.ranks:
+            if rank.node != node:
+                others.setdefault(rank.node, rank)
+        return others
+
+    def rank_numbered(self, number):
+        for rank in self.ranks:
+            if rank.rank == number:
+                return rank
+        return None
+
+
+_RANK_FIELDS = {f.name for f in fields(Rank)}
+_RESOURCE_FIELDS = {f.name for f in fields(Resources)}
+
+
+def load_spec(job):
+    """The spec of a job registered on this node."""
+    try:
+        with open(os.path.join(registry.job_dir(job), registry.SPEC_FILE)) as handle:
+            data = json.load(handle)
+    except FileNotFoundError:
+        raise RuntimeFailure("job %s is not active on this node" % job) from None
+    return JobSpec.from_dict(data)
+
+
+def parse_spec(data: Any):
+    """The spec given to `prepare` (decoded JSON)."""
+    if not isinstance(data, dict):
+        raise RuntimeFailure("malformed job spec: not a JSON object")
+    return JobSpec.from_dict(data)

@@ -1,0 +1,291 @@
+"""Supervision: the head runs rank 0 and fails the job on the first failed
+worker (a task array's supervisor is task_array.py).
+
+`head JOB` runs the supervisor as root on the head node, detached from the
+controller's module (launch_job), which polls for the result it writes in
+the job's directory.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import time
+
+from . import registry
+from .calls import rank_outcomes, read_call_records
+from .errors import PROG, RuntimeFailure
+from .inputs import forget_secrets, job_command, job_cwd, job_environment, job_user, rank_environment
+from .local_socket import start_local_launcher
+from .processes import (
+    POLL_SECONDS,
+    become_subreaper,
+    command_line,
+    descendants,
+    enter_rank_namespace,
+    exit_status,
+    kill_job_processes,
+    last_line,
+    reap_children,
+    recorded_namespaces,
+    send_signal,
+    spawn_as,
+)
+from .resources import bind_cpus, limit_memory
+from .teardown import clean_nodes
+from .transport import ssh_command
+from .wire import write_all
+
+CONNECT_WITHIN = 60  # seconds a worker node has to accept the job's connection
+
+
+class Cancelled(Exception):
+    pass
+
+
+class TimedOut(Exception):
+    """The job ran longer than its policy.timeout.execute."""
+
+
+class Supervisor:
+    """Runs rank 0 on the head and fails the job on the first failed worker."""
+
+    def __init__(self, spec):
+        self.spec = spec
+        self.job = spec.job
+        self.head = spec.head
+        self.user = job_user(spec)
+        self.grace = spec.kill_grace
+        self.cancelled = None
+        self.lost_nodes = set()
+        self.local_launcher = None  # pid of the local launch socket's server
+        self.rank0_call = None  # rank 0's own run, as a call record
+        self.remote_calls = []  # the call records of the workers' nodes
+
+    def run(self):
+        started = time.time()
+        result = {"job": self.job, "status": "FAILED", "rc": None,
+                  "failed_rank": None, "message": "",
+                  "log": registry.job_log_path(self.job)}
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(sig, self._on_signal)
+        namespace = None
+        log_fd = None
+        try:
+            log_fd = os.open(result["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            namespace = enter_rank_namespace(self.job, self.namespace_name())
+            become_subreaper()
+            if self.spec.local:
+                self.local_launcher = start_local_launcher(self.spec, self.user)
+            self.open_connections()
+            result.update(self.execute(log_fd))
+        except Cancelled as exc:
+            result["status"] = "CANCELED"
+            result["message"] = "job %s canceled by %s" % (self.job, exc)
+            if log_fd is not None:
+                write_all(log_fd, ("%s: %s\n" % (PROG, result["message"])).encode())
+        except TimedOut:
+            result["message"] = "job %s timed out: it ran longer than its policy.timeout.execute (%gs)" % (
+                self.job, self.spec.timeout)
+            if log_fd is not None:
+                write_all(log_fd, ("%s: %s\n" % (PROG, result["message"])).encode())
+        except RuntimeFailure as exc:
+            result["message"] = str(exc)
+            if log_fd is not None:
+                write_all(log_fd, ("%s: %s\n" % (PROG, exc)).encode())
+        finally:
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            if self.local_launcher is not None:
+                # No new launches while the job is torn down.
+                send_signal(self.local_launcher, signal.SIGKILL)
+            if namespace is not None:
+                # The job is over when rank 0 ends: stop what is left of it
+                # here, then on every worker node.
+                kill_job_processes(self.local_namespaces(namespace), self.grace, self.user)
+                self.clean_workers()
+            forget_secrets(self.job)
+            if log_fd is not None:
+                os.close(log_fd)
+        result["duration"] = round(time.time() - started, 3)
+        return result
+
+    def namespace_name(self):
+        """The host name of the supervisor's own namespace: rank 0's."""
+        return self.head.name
+
+    def local_namespaces(self, namespace):
+        """The namespaces on the head to stop at the end: rank 0's (the
+        supervisor's own), and every other one the job has here: in local
+        mode all the ranks'."""
+        return {namespace} | recorded_namespaces(self.job)
+
+    def remote_nodes(self):
+        """{node: a rank on it} of the nodes reached over ssh: the workers'."""
+        return self.spec.nodes_except(self.head.node)
+
+    def connect_nodes(self):
+        """{node: a rank on it} of the nodes to connect to before the start."""
+        return self.remote_nodes()
+
+    def execute(self, log_fd):
+        """Run rank 0 and wait for the job; returns the result's fields."""
+        child = self.start_rank0(log_fd)
+        status, failure = self.wait(child)
+        if failure:
+            if failure.get("lost"):
+                self.lost_nodes.add(failure["node"])
+            return failure_result(failure)
+        if status == 0:
+            return {"rc": 0, "status": "FINISHED", "message": "job %s finished" % self.job}
+        return {"rc": status, "failed_rank": self.head.summary(status),
+                "message": "rank 0 (%s on %s) exited with status %d" % (
+                    self.head.name, self.head.node, status)}
+
+    def check_stop(self, timeout_at):
+        """Raise TimedOut or Cancelled when the job must stop now."""
+        if timeout_at is not None and time.monotonic() > timeout_at:
+            raise TimedOut()
+        if self.cancelled:
+            raise Cancelled(self.cancelled)
+        if self.controller_gone():
+            raise Cancelled("the controller: it stopped polling the job")
+        reason = self.cancel_requested()
+        if reason:
+            raise Cancelled(reason)
+
+    def clean_workers(self):
+        """Ask every worker node to stop what is left of the job there; each
+        answers with the call records made there (remote_calls)."""
+        # A node that was lost is skipped: a fresh connection would only time out.
+        nodes = {node: rank for node, rank in self.remote_nodes().items()
+                 if node not in self.lost_nodes}
+        self.remote_calls += clean_nodes(self.spec, self.user, nodes, unregister=False)
+
+    def controller_gone(self):
+        """True when the controller stopped polling the job (the play was
+        interrupted or lost its connection) for longer than allowed."""
+        timeout = self.spec.controller_timeout
+        if timeout <= 0:
+            return False
+        try:
+            heartbeat = os.stat(registry.job_path(self.job, registry.HEARTBEAT_FILE))
+            return time.time() - heartbeat.st_mtime > timeout
+        except FileNotFoundError:
+            return False
+
+    def cancel_requested(self):
+        """The reason written to the job's cancel file by the controller
+        (fuzz.multinode.launch_job when the playbook is interrupted), if any."""
+        try:
+            with open(registry.job_path(self.job, registry.CANCEL_FILE), "rb") as handle:
+                return handle.read().decode(errors="replace").strip() or "the controller"
+        except FileNotFoundError:
+            return None
+
+    def _on_signal(self, signum, frame):
+        if self.cancelled is None:
+            self.cancelled = signal.Signals(signum).name
+
+    def open_connections(self):
+        """Open a multiplexed ssh connection to every worker node, in
+        parallel, before the job starts; a node we cannot reach fails the job
+        now, with ssh's reason. Local mode has no ssh."""
+        if self.spec.local:
+            return
+        procs = []
+        for node, rank in self.connect_nodes().items():
+            argv = ssh_command(node, rank.address) + ["-M", "-N", "-f", "-o", "ControlPersist=yes"]
+            procs.append((rank, spawn_as(self.user, argv, rank_environment(self.spec, self.head, self.user),
+                                         "/", subprocess.DEVNULL, subprocess.DEVNULL, subprocess.PIPE)))
+        errors = []
+        for rank, proc in procs:
+            try:
+                _, err = proc.communicate(timeout=CONNECT_WITHIN)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                _, err = proc.communicate()
+                errors.append("cannot connect to node %s (%s) for rank %s: no connection within %d s" % (
+                    rank.node, rank.address, rank.name, CONNECT_WITHIN))
+                continue
+            if proc.returncode != 0:
+                errors.append("cannot connect to node %s (%s) for rank %s: %s" % (
+                    rank.node, rank.address, rank.name,
+                    last_line(err) or "ssh exited with status %d" % proc.returncode))
+        if errors:
+            raise RuntimeFailure("; ".join(errors))
+
+    def start_rank0(self, log_fd):
+        bind_cpus(self.spec, self.head)
+        warning = limit_memory(self.spec, self.head)
+        if warning:
+            write_all(log_fd, ("fuzz.multinode: warning: %s\n" % warning).encode())
+        env = job_environment(self.spec, self.head, self.user)
+        argv = job_command(self.spec, env, "rank 0 (%s)" % self.head.name)
+        child = spawn_as(self.user, argv, env, job_cwd(self.spec, self.head),
+                         subprocess.DEVNULL, log_fd, log_fd)
+        self.rank0_call = {"rank": self.head.rank, "start": time.time()}
+        return child
+
+    def rank_report(self, ended):
+        """How each rank ran (rank_outcomes): the call records of every
+        node, and rank 0's own run."""
+        calls = read_call_records(self.job) + self.remote_calls
+        if self.rank0_call is not None:
+            calls.append(self.rank0_call)
+        return rank_outcomes(self.spec, calls, ended)
+
+    def wait(self, child):
+        """Wait for rank 0, then give wrapper calls still in flight up to the
+        grace period to finish, so output and failures of workers dispatched
+        just before the end are not lost. Returns (rank 0's exit status,
+        None) or (None, the first worker failure)."""
+        events = registry.job_path(self.job, registry.EVENTS_DIR)
+        deadline = None
+        timeout_at = time.monotonic() + self.spec.timeout if self.spec.timeout else None
+        while True:
+            # After rank 0 ended the timeout no longer applies (the grace).
+            self.check_stop(timeout_at if deadline is None else None)
+            failure = first_failure(events)
+            if failure:
+                return None, failure
+            for pid, status in reap_children().items():
+                if pid == child.pid:
+                    child.returncode = exit_status(status)
+                    deadline = time.monotonic() + self.grace
+                    self.rank0_call.update(end=time.time(), status=child.returncode)
+            if deadline is not None and (time.monotonic() > deadline
+                                         or not wrapper_calls(descendants(os.getpid()))):
+                failure = first_failure(events)
+                return (None, failure) if failure else (child.returncode, None)
+            time.sleep(POLL_SECONDS)
+
+
+def wrapper_calls(pids):
+    """The processes among pids that are wrapper calls of this runtime."""
+    calls = []
+    for pid in pids:
+        argv = command_line(pid)
+        if argv and len(argv) > 3 and argv[2].rstrip(b"/").endswith(b"/multinode-runtime") \
+                and argv[3] == b"wrapper":
+            calls.append(pid)
+    return calls
+
+
+def first_failure(events):
+    names = sorted(os.listdir(events))
+    for name in names:
+        if not name.endswith(".json"):
+            continue
+        try:
+            with open(os.path.join(events, name)) as handle:
+                return json.load(handle)
+        except (OSError, ValueError):
+            continue  # still being written
+    return None
+
+
+def failure_result(failure):
+    return {"status": "FAILED", "rc": failure["status"],
+            "failed_rank": {k: failure[k] for k in ("rank", "name", "node", "status")},
+            "message": failure["message"]}

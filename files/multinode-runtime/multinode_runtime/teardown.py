@@ -1,0 +1,98 @@
+"""Teardown: stopping a job's processes on a node and removing everything
+it placed there (its registration, files, cgroups, secrets, host names).
+
+The head's supervisor stops the job where it runs when rank 0 ends and asks
+every worker node to do the same (a cleanup request over a fresh
+connection); the play's `cleanup JOB` then removes the registration on
+every node. An interrupted playbook, which no play cleans up after, runs
+`cleanup JOB --everywhere` on the head instead.
+"""
+
+import json
+import subprocess
+import time
+
+from . import registry
+from .calls import read_call_records
+from .errors import RuntimeFailure
+from .inputs import forget_secrets, job_user, rank_environment, remove_job_files
+from .processes import kill_job_processes, recorded_namespaces, release_namespace, spawn_as
+from .resources import remove_cgroups
+from .spec import KILL_GRACE, load_spec
+from .transport import ssh_command
+from .wire import FRAME_STDOUT, FrameReader, encode_request
+
+# Seconds, beyond the job's kill grace, a node has to answer a cleanup request.
+CLEANUP_ANSWER_WITHIN = 20
+
+
+def cleanup_job(job, grace, user):
+    """Stop every process of the job on this node and unregister it;
+    returns how many processes were signalled."""
+    namespaces = recorded_namespaces(job)
+    killed = kill_job_processes(namespaces, grace, user)
+    for ns in namespaces:
+        release_namespace(job, ns)
+    remove_cgroups(job)
+    remove_job_files(job, user)
+    registry.write_hosts_block(job, [])
+    registry.remove_job_dir(job)
+    return killed
+
+
+def cleanup(job, everywhere):
+    """`cleanup JOB [--everywhere]`: the job's teardown on this node (and
+    with `everywhere`, first on the job's other nodes); the JSON result."""
+    grace, user, spec = KILL_GRACE, None, None
+    try:
+        spec = load_spec(job)
+        grace, user = spec.kill_grace, job_user(spec)
+    except RuntimeFailure:
+        pass  # not registered here (any more): only the hosts block to clear
+    if spec is not None and everywhere and not spec.local:
+        clean_nodes(spec, user, spec.nodes_except(registry.this_node(job)), unregister=True)
+    killed = cleanup_job(job, grace, user)
+    return {"changed": killed > 0, "job": job, "killed": killed}
+
+
+def stop_on_request(spec, unregister):
+    """A cleanup request from the head on a worker: stop what is left of the
+    job here; returns the node's call records, for the job's summary."""
+    user = job_user(spec)
+    kill_job_processes(recorded_namespaces(spec.job), spec.kill_grace, user)
+    forget_secrets(spec.job)
+    records = read_call_records(spec.job)
+    if unregister:
+        # Nothing is left to kill: the rest of the registration.
+        cleanup_job(spec.job, spec.kill_grace, user)
+    return records
+
+
+def clean_nodes(spec, user, nodes, unregister):
+    """Send the cleanup request to `nodes` ({node: a rank on it}) in
+    parallel, over fresh ssh connections as the job user (the multiplexed
+    ones are gone by now): each node stops what is left of the job there,
+    and with `unregister` also removes the job's registration (cleanup_job).
+    Returns the call records the nodes answer with."""
+    request = encode_request({"job": spec.job, "cleanup": True, "unregister": unregister})
+    calls = [spawn_as(user, ssh_command(node, rank.address) + [
+                 "-o", "ControlMaster=no", "-o", "ControlPath=none", "-T", request],
+                 rank_environment(spec, spec.head, user), "/",
+                 subprocess.DEVNULL, subprocess.PIPE, subprocess.DEVNULL)
+             for node, rank in nodes.items()]
+    records = []
+    deadline = time.monotonic() + spec.kill_grace + CLEANUP_ANSWER_WITHIN
+    for call in calls:
+        try:
+            answer, _ = call.communicate(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            call.kill()
+            call.communicate()
+            continue
+        for kind, payload in FrameReader().feed(answer):
+            if kind == FRAME_STDOUT:
+                try:
+                    records += json.loads(payload)
+                except ValueError:
+                    pass
+    return records
