@@ -510,17 +510,43 @@ def test_summary_shows_how_each_rank_of_a_failed_job_ended(live_run):
 # Last: they take a node away. The node comes back afterwards, and the final
 # test shows that the playbook brings it back into service.
 
+FREEZE_WITHIN = 60  # seconds a loaded machine's freezer may take to pause or unpause a node
+
+
+def set_paused(node, paused):
+    """docker pause (or unpause) a node and wait until the container really
+    is paused (or running again). On a loaded machine the kernel's freezer
+    may not stop every task in time ("OCI runtime pause failed: unable to
+    freeze"; runc then thaws the container again): the command is retried
+    until the container's state is the one asked for. Returns a docker result
+    whose status is 0 once it is, with the failed attempts' messages."""
+    action = "pause" if paused else "unpause"
+    deadline = time.monotonic() + FREEZE_WITHIN
+    errors = []
+    while True:
+        done = docker(action, node)
+        if done.returncode != 0:
+            errors.append(done.stderr.strip())
+        state = docker("inspect", "--format", "{{.State.Paused}}", node)
+        if state.stdout.strip() == ("true" if paused else "false"):
+            return subprocess.CompletedProcess(done.args, 0, done.stdout, "\n".join(errors))
+        if time.monotonic() > deadline:
+            return subprocess.CompletedProcess(done.args, done.returncode or 1, done.stdout, "\n".join(
+                errors + ["%s is still %s %d s later" % (node, "running" if paused else "paused", FREEZE_WITHIN)]))
+        time.sleep(1)
+
+
 @pytest.fixture
 def unpause_worker():
     yield
-    docker("unpause", WORKER)
+    set_paused(WORKER, False)
 
 
 def test_hung_worker_node_fails_the_job_naming_it(tmp_path, unpause_worker):
     started = StartedJob("lost-node.yml", tmp_path, "hung-node")
     try:
         started.wait_until_running(NODES)
-        paused = docker("pause", WORKER)
+        paused = set_paused(WORKER, True)
         paused_at, paused_mono = time.time(), time.monotonic()
         assert paused.returncode == 0, paused.stderr
         try:
@@ -535,7 +561,7 @@ def test_hung_worker_node_fails_the_job_naming_it(tmp_path, unpause_worker):
         started.stop()
     # When the node thaws, what it still runs of the job must stop by itself:
     # its ssh session from the head is gone.
-    assert docker("unpause", WORKER).returncode == 0
+    assert set_paused(WORKER, False).returncode == 0
     thawed = time.monotonic()
     left_on_thawed = job_processes(WORKER)
     while left_on_thawed and time.monotonic() < thawed + INTERRUPT_STOPS_JOB_WITHIN:
@@ -560,7 +586,7 @@ def test_hung_worker_node_fails_the_job_naming_it(tmp_path, unpause_worker):
 @pytest.fixture
 def unpause_head():
     yield
-    docker("unpause", HEAD)
+    set_paused(HEAD, False)
 
 
 HEAD_HICCUP = 5  # seconds the head does not answer the controller's polls
@@ -574,13 +600,13 @@ def test_head_that_does_not_answer_for_a_while_keeps_the_job(tmp_path, unpause_h
     started = StartedJob("head-hiccup.yml", tmp_path, "head-hiccup")
     try:
         started.wait_until_running([HEAD, WORKER])
-        assert docker("pause", HEAD).returncode == 0
+        assert set_paused(HEAD, True).returncode == 0
         try:
             time.sleep(HEAD_HICCUP)
             # What the controller's polls meet meanwhile.
             assert docker("exec", HEAD, "true").returncode != 0
         finally:
-            assert docker("unpause", HEAD).returncode == 0
+            assert set_paused(HEAD, False).returncode == 0
         try:
             rc = started.proc.wait(timeout=180)
         except subprocess.TimeoutExpired:

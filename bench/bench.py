@@ -1,0 +1,288 @@
+"""scripts/bench: the performance targets of the launch path, measured
+beside their baselines in one run on one 9-node container cluster (head + 8
+workers) that this creates and removes again.
+
+Run it through scripts/bench (which installs what it needs and builds the
+node image); see --help. The head's half is bench/driver.py, the jobs are in
+bench/jobs.yml; everything goes through run-job.yml, the wrapper and the
+job's environment, as a user's job does."""
+
+import argparse
+import json
+import os
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+TOP = Path(__file__).resolve().parent.parent
+BENCH = TOP / "bench"
+CLUSTER = "fmn-bench"
+NODES = 9
+JOB_USER = "fuzz"  # the node role's default job user (the bench keeps it)
+LINES = 500_000  # per file, as bench/driver.py sends them
+LINE_BYTES = 100
+
+# Run on the streams job's rank 1 node: files 0..N-1 of bench/driver.py's lines.
+WRITE_LINES_FILES = """\
+import sys
+sys.path.insert(0, "/opt/fmn-bench")
+import driver
+for rep in range(int(sys.argv[1])):
+    with open(driver.LINES_FILE % rep, "wb") as out:
+        out.write(b"".join(driver.bench_line(rep, n) for n in range(driver.LINES)))
+"""
+
+USAGE = """\
+Creates a 9-node container cluster (head + 8 workers, the node image of
+scripts/build-node-image, prepared by run-job.yml itself), measures each
+target of the fast launch path beside its baseline in the same run, prints
+a table of medians and ratios, and removes the cluster (also on failure or
+Ctrl-C). Needs root and Docker; takes about 10 minutes on 2 cores. Runs
+jobs in local mode on this machine too (the 4-rank row).
+
+  rows (measured vs baseline, target ratio):
+    one warm wrapper call           vs one multiplexed ssh call       <= 1.5x
+    8 wrapper calls at once         vs 8 multiplexed ssh at once      <= 1.5x
+    forwarded output, 50 MB of      vs the same lines through ssh     >= 0.8x
+      100-byte lines from a worker     into a file on the head           (throughput)
+    trivial job, run-job.yml, 9     vs ansible multinode -m command   <= 3x
+      prepared hosts
+    trivial 4-rank local-mode job   vs ansible localhost -m command   <= 3x
+    Open MPI mpi_hello_world, 2     vs the same with plain ssh        <= 1.1x
+      nodes, wrapper as rsh agent
+"""
+
+
+def say(message):
+    print("bench: " + message, flush=True)
+
+
+class Failed(Exception):
+    """A step of the bench failed; the message says which and why."""
+
+
+def median(samples):
+    return statistics.median(samples)
+
+
+class Bench:
+    def __init__(self, image, reps, job_reps, work):
+        self.image = image
+        self.reps = reps
+        self.job_reps = job_reps
+        self.work = work
+        self.logs = work / "logs"
+        self.output = work / "ansible.log"
+        self.inventory = work / "inventory"
+        self.fuzzfile = work / "jobs.yml"
+        self.nodes = ["%s-node-%d" % (CLUSTER, i) for i in range(1, NODES + 1)]
+        self.env = dict(os.environ, ANSIBLE_CONFIG=str(TOP / "ansible.cfg"), ANSIBLE_COLLECTIONS_PATH=str(TOP))
+
+    # -- the cluster -------------------------------------------------------------------
+
+    def create_cluster(self):
+        self.remove_cluster()
+        say("creating %d nodes (%s-node-1..%d) on network %s" % (NODES, CLUSTER, NODES, CLUSTER))
+        docker("network", "create", CLUSTER)
+        for node in self.nodes:
+            # SYS_ADMIN lets the runtime give each rank its own host name.
+            docker("run", "-d", "--name", node, "--hostname", node, "--network", CLUSTER, "--cap-add", "SYS_ADMIN",
+                   self.image, "bash", "-c", "while true; do sleep 10000; done")
+        self.inventory.write_text("[multinode]\n%s\n[multinode:vars]\nansible_connection=community.docker.docker\n"
+                                  "ansible_become=false\n" % "\n".join(self.nodes))
+
+    def remove_cluster(self):
+        for node in self.nodes:
+            docker("rm", "-f", node, check=False)
+        docker("network", "rm", CLUSTER, check=False)
+
+    def install_baseline(self):
+        """The driver on every node, and a key of the bench's own that the
+        job user accepts on every node, for the plain-ssh baselines."""
+        key = self.work / "key"
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "fmn-bench", "-f", str(key)], check=True)
+        for node in self.nodes:
+            docker("exec", node, "mkdir", "-p", "/opt/fmn-bench")
+            docker("cp", str(BENCH / "driver.py"), node + ":/opt/fmn-bench/driver.py")
+            docker("cp", str(key), node + ":/opt/fmn-bench/key")
+            docker("exec", node, "chmod", "0644", "/opt/fmn-bench/key", "/opt/fmn-bench/driver.py")
+            docker("exec", "-i", node, "sh", "-c", 'set -e; home=$(getent passwd "$1" | cut -d: -f6); '
+                   'mkdir -p "$home/.ssh"; cat >>"$home/.ssh/authorized_keys"; chown -R "$1" "$home/.ssh"; '
+                   'chmod 700 "$home/.ssh"; chmod 600 "$home/.ssh/authorized_keys"', "-", JOB_USER,
+                   input=(key.with_suffix(".pub")).read_bytes())
+        # The streams job's rank 1 is the second host: its lines files.
+        docker("exec", self.nodes[1], "python3", "-I", "-c", WRITE_LINES_FILES, str(self.job_reps + 1))
+
+    def write_fuzzfile(self):
+        """bench/jobs.yml with --reps in the driver jobs' BENCH_REPS."""
+        text = (BENCH / "jobs.yml").read_text()
+        text = text.replace("BENCH_REPS=20", "BENCH_REPS=%d" % self.reps)
+        text = text.replace("BENCH_REPS=3", "BENCH_REPS=%d" % self.job_reps)
+        self.fuzzfile.write_text(text)
+
+    # -- running things ----------------------------------------------------------------
+
+    def timed(self, what, argv):
+        """Seconds argv took; its output goes to ansible.log."""
+        with open(self.output, "ab") as out:
+            out.write(("\n### %s: %s\n" % (what, " ".join(argv))).encode())
+            out.flush()
+            start = time.monotonic()
+            done = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                  env=self.env, cwd=self.work, check=False)
+            took = time.monotonic() - start
+        if done.returncode != 0:
+            tail = self.output.read_bytes()[-3000:].decode(errors="replace")
+            raise Failed("%s failed (exit %d); the end of %s:\n%s" % (what, done.returncode, self.output, tail))
+        return took
+
+    def run_job(self, job, local=False):
+        argv = ["ansible-playbook", str(TOP / "run-job.yml"), "-e", "fuzzfile=%s" % self.fuzzfile,
+                "-e", "job=%s" % job, "-e", "log_dir=%s" % self.logs]
+        return self.timed("job " + job, argv if local else argv + ["-i", str(self.inventory)])
+
+    def ad_hoc(self, local=False):
+        argv = ["ansible", "localhost"] if local else ["ansible", "multinode", "-i", str(self.inventory)]
+        return self.timed("ansible -m command -a true", argv + ["-m", "command", "-a", "true"])
+
+    def driver_result(self, job):
+        for line in (self.logs / (job + ".log")).open("rb"):
+            if line.startswith(b"bench-result "):
+                return json.loads(line[len(b"bench-result "):])
+        raise Failed("job %s printed no bench-result line (log: %s)" % (job, self.logs / (job + ".log")))
+
+    def forwarded_lines(self):
+        """Lost, torn and duplicated lines of the forwarded repetitions in the
+        streams job's log (any other line there is the driver's own)."""
+        seen = bytearray(LINES * self.job_reps)
+        torn = 0
+        whole = re.compile(rb"([1-9]) ([0-9]{9}) ([a-z])\3{86}\n")
+        for line in (self.logs / "streams.log").open("rb"):
+            match = whole.fullmatch(line)
+            if match and 1 <= int(match[1]) <= self.job_reps and int(match[2]) < LINES \
+                    and match[3][0] == 97 + int(match[2]) % 26:
+                index = (int(match[1]) - 1) * LINES + int(match[2])
+                seen[index] = min(seen[index] + 1, 255)
+            elif not line.startswith(b"bench"):
+                torn += 1
+        return dict(lost=seen.count(0), torn=torn, duplicated=sum(count > 1 for count in seen))
+
+    # -- the rows ----------------------------------------------------------------------
+
+    def measure(self):
+        rows = []
+        say("preparing the 9 nodes: the trivial job once through run-job.yml (not counted)")
+        say("  %.1f s" % self.run_job("trivial"))
+        self.install_baseline()
+
+        say("wrapper calls and Open MPI beside ssh (job latency, %d repetitions)" % self.reps)
+        self.run_job("latency")
+        lat = self.driver_result("latency")
+        rows.append(("one warm wrapper call", "ms", 1000 * median(lat["wrapper_1"]), 1000 * median(lat["ssh_1"]),
+                     "one multiplexed ssh call", "<=", 1.5))
+        rows.append(("8 wrapper calls at once", "ms", 1000 * median(lat["wrapper_8"]), 1000 * median(lat["ssh_8"]),
+                     "8 multiplexed ssh calls at once", "<=", 1.5))
+        rows.append(("Open MPI hello, 2 nodes, wrapper", "ms", 1000 * median(lat["mpi_wrapper"]),
+                     1000 * median(lat["mpi_ssh"]), "plm_rsh_agent plain ssh", "<=", 1.1))
+
+        say("forwarded output beside ssh into a file (job streams, %d repetitions of 50 MB)" % self.job_reps)
+        self.run_job("streams")
+        streams = self.driver_result("streams")
+        mb = LINES * LINE_BYTES / 1e6
+        rows.append(("forwarded output, 50 MB", "MB/s", mb / median(streams["forward"]),
+                     mb / median(streams["ssh_file"]), "ssh into a file on the head", ">=", 0.8))
+        forwarded = self.forwarded_lines()
+        checks = ["forwarded lines: %(lost)d lost, %(torn)d torn, %(duplicated)d duplicated" % forwarded,
+                  "ssh file lines wrong: %d" % streams["ssh_file_bad_lines"]]
+
+        say("trivial job through run-job.yml on 9 prepared hosts beside ansible -m command (%d each)"
+            % self.job_reps)
+        job, ad_hoc = [], []
+        for _ in range(self.job_reps):
+            job.append(self.run_job("trivial"))
+            ad_hoc.append(self.ad_hoc())
+        rows.append(("trivial job, 9 hosts", "s", median(job), median(ad_hoc), "ansible multinode -m command",
+                     "<=", 3.0))
+
+        say("trivial 4-rank job in local mode beside ansible localhost -m command (%d each)" % self.job_reps)
+        job, ad_hoc = [], []
+        for _ in range(self.job_reps):
+            job.append(self.run_job("trivial-local", local=True))
+            ad_hoc.append(self.ad_hoc(local=True))
+        rows.append(("trivial 4-rank local-mode job", "s", median(job), median(ad_hoc),
+                     "ansible localhost -m command", "<=", 3.0))
+        return rows, checks, not any(forwarded.values()) and not streams["ssh_file_bad_lines"]
+
+
+def table(rows):
+    lines = ["| measured | median | baseline | median | ratio | target | met |",
+             "|---|---:|---|---:|---:|---:|---|"]
+    for title, unit, measured, baseline, baseline_title, direction, target in rows:
+        ratio = measured / baseline
+        met = ratio <= target if direction == "<=" else ratio >= target
+        number = "%.0f %s" if unit == "ms" or unit == "MB/s" else "%.1f %s"
+        lines.append("| %s | %s | %s | %s | %.2fx | %s %.1fx | %s |" % (
+            title, number % (measured, unit), baseline_title, number % (baseline, unit), ratio, direction, target,
+            "yes" if met else "no"))
+    return "\n".join(lines)
+
+
+def docker(*args, check=True, input=None):
+    done = subprocess.run(["docker", *args], input=input, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          check=False)
+    if check and done.returncode != 0:
+        raise Failed("docker %s failed: %s" % (" ".join(args[:3]), done.stderr.decode(errors="replace").strip()))
+    return done
+
+
+def main():
+    parser = argparse.ArgumentParser(prog="scripts/bench", description=USAGE,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--reps", type=int, default=20, metavar="N",
+                        help="samples of each wrapper/ssh call measurement (default 20; Open MPI: N/4, at least 3)")
+    parser.add_argument("--job-reps", type=int, default=3, metavar="N", choices=range(1, 10),
+                        help="runs of each job and ansible command, and 50 MB transfers (default 3)")
+    parser.add_argument("--keep", action="store_true", help="keep the work directory (logs) afterwards")
+    args = parser.parse_args()
+    image = os.environ.get("FUZZ_MULTINODE_NODE_IMAGE")
+    if not image:
+        sys.exit("bench: FUZZ_MULTINODE_NODE_IMAGE is not set (run scripts/bench, which builds the node image)")
+    # SIGTERM ends the bench like Ctrl-C: through the finally that removes the cluster.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(143))
+    work = Path(tempfile.mkdtemp(prefix="fmn-bench-"))
+    bench = Bench(image, args.reps, args.job_reps, work)
+    started = time.monotonic()
+    status = 1
+    try:
+        bench.create_cluster()
+        bench.write_fuzzfile()
+        rows, checks, intact = bench.measure()
+        print()
+        print(table(rows))
+        print()
+        for check in checks:
+            print(check)
+        status = 0 if intact else 1
+    except Failed as failed:
+        say(str(failed))
+    except KeyboardInterrupt:
+        say("interrupted")
+        status = 130
+    finally:
+        say("removing the cluster")
+        bench.remove_cluster()
+        if args.keep:
+            say("logs kept in %s" % work)
+        else:
+            subprocess.run(["rm", "-rf", str(work)], check=False)
+        say("%.0f s in all" % (time.monotonic() - started))
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,45 @@
+"""scripts/bench is not run by the suite (performance is measured there, not
+asserted in tests), so this keeps it from rotting: it starts and shows its
+rows, its jobs are runnable Fuzzfiles, and the driver's lines are what the
+bench checks them against."""
+
+import ast
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from test_every_fuzzfile import run_checks
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "bench"))
+import bench  # noqa: E402
+import driver  # noqa: E402
+
+
+def test_help_names_every_row_and_its_target():
+    done = subprocess.run([str(ROOT / "scripts/bench"), "--help"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    for row, target in [("one warm wrapper call", "<= 1.5x"), ("8 wrapper calls at once", "<= 1.5x"),
+                        ("forwarded output", ">= 0.8x"), ("trivial job, run-job.yml", "<= 3x"),
+                        ("trivial 4-rank local-mode job", "<= 3x"), ("Open MPI mpi_hello_world", "<= 1.1x")]:
+        assert re.search(re.escape(row) + r".*" + re.escape(target), done.stdout), (row, done.stdout)
+
+
+def test_bench_jobs_are_runnable_fuzzfiles():
+    jobs = set(run_checks(Path("bench/jobs.yml")).jobs)
+    assert {"trivial", "trivial-local", "latency", "streams"} <= jobs
+
+
+def test_driver_lines_are_100_bytes_and_tell_their_place():
+    assert {len(driver.bench_line(rep, n)) for rep in (0, 9) for n in (0, 1, driver.LINES - 1)} == {100}
+    assert driver.LINES * driver.LINE_BYTES == 50_000_000 == bench.LINES * bench.LINE_BYTES
+    assert driver.bench_line(3, 27) == b"3 000000027 " + b"b" * 87 + b"\n"
+
+
+def test_node_side_code_is_stdlib_python_3_11():
+    tree = ast.parse((ROOT / "bench/driver.py").read_text(), feature_version=(3, 11))
+    imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
+                for alias in node.names}
+    assert imported <= sys.stdlib_module_names, imported - sys.stdlib_module_names
+    compile(bench.WRITE_LINES_FILES, "WRITE_LINES_FILES", "exec")
