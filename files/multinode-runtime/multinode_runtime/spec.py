@@ -1,7 +1,7 @@
 """The job spec: what the controller planned for a job (rank_plan), as the
 runtime reads it from the job's spec.json. Every default lives here.
 
-The controller writes every field (plugins/module_utils/rank_env.py); the
+The controller writes every field (plugins/module_utils/job_spec.py); the
 defaults are what the runtime assumes when a field is absent, e.g. in a spec
 written by an older controller.
 """
