@@ -661,6 +661,7 @@ def test_the_same_job_started_twice_at_once_runs_once_and_refuses_the_second(tmp
     go = "/tmp/fmn-twice-go"  # the first run's ranks end when it is on their node
     for node in NODES:
         docker("exec", node, "rm", "-f", go)
+    (tmp_path / "first").mkdir()
     first = StartedJob("twice.yml", tmp_path / "first")
     try:
         first.wait_until_running(NODES)
