@@ -679,7 +679,15 @@ def test_the_same_job_started_twice_at_once_runs_once_and_refuses_the_second(tmp
         assert second.log() == "" and not (tmp_path / "second" / "twice").exists(), second
         assert first.proc.wait(timeout=240) == 0, first.output()[-6000:]
     finally:
+        for node in NODES:  # whatever failed above: the job ends, and nothing of it stays
+            docker("exec", node, "touch", go)
+        if first.proc.poll() is None:
+            try:
+                first.proc.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                pass
         first.stop()
+        unregister("twice")
         for node in NODES:
             docker("exec", node, "rm", "-f", go)
     log = first.log().splitlines()
