@@ -678,6 +678,13 @@ def test_the_same_job_started_twice_at_once_runs_once_and_refuses_the_second(tmp
                     "(wait for that run to end)" % (node, first_id, second_id)) in message, second
         assert second.log() == "" and not (tmp_path / "second" / "twice").exists(), second
         assert first.proc.wait(timeout=240) == 0, first.output()[-6000:]
+        log = first.log().splitlines()
+        for rank in range(3):
+            assert "twice-%d run=%s" % (rank, first_id) in log, first.log()
+            assert "twice-%d done" % rank in log, first.log()
+        assert "job twice FINISHED" in " ".join(first.output().split())
+        assert processes_on_all_nodes() == NO_PROCESSES
+        assert nodes_where_registered("twice") == []
     finally:
         for node in NODES:  # whatever failed above: the job ends, and nothing of it stays
             docker("exec", node, "touch", go)
@@ -690,10 +697,3 @@ def test_the_same_job_started_twice_at_once_runs_once_and_refuses_the_second(tmp
         unregister("twice")
         for node in NODES:
             docker("exec", node, "rm", "-f", go)
-    log = first.log().splitlines()
-    for rank in range(3):
-        assert "twice-%d run=%s" % (rank, first_id) in log, first.log()
-        assert "twice-%d done" % rank in log, first.log()
-    assert "job twice FINISHED" in " ".join(first.output().split())
-    assert processes_on_all_nodes() == NO_PROCESSES
-    assert nodes_where_registered("twice") == []
