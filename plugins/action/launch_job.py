@@ -114,7 +114,7 @@ class ActionModule(ActionBase):
                     return self._interrupted(args, log, grace, task_vars, signals.received, previous)
                 next_poll = time.monotonic() + poll
                 if os.getppid() != playbook_pid:
-                    self._cancel(args["job"], "the controller: the playbook process ended")
+                    self._cancel(args, "the controller: the playbook process ended")
                     self._after_cancel(args, log, grace, task_vars)
                     self._unregister(args, grace)
                     result.update(failed=True, finished=True, status="CANCELED",
@@ -150,7 +150,7 @@ class ActionModule(ActionBase):
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, signal.SIG_IGN)  # a second Ctrl-C must not cut this short
         name = signal.Signals(signum).name
-        self._cancel(args["job"], "the controller: the playbook was interrupted (%s)" % name)
+        self._cancel(args, "the controller: the playbook was interrupted (%s)" % name)
         self._after_cancel(args, log, grace, task_vars)
         self._unregister(args, grace)
         handler = previous[signum]
@@ -209,18 +209,24 @@ class ActionModule(ActionBase):
             pass
         log.close()
 
-    def _cancel(self, job, reason):
-        """Write the job's cancel file on the head. If it cannot be
-        delivered, the supervisor's heartbeat check still cancels the job."""
-        path = "%s/%s/cancel" % (JOBS_DIR, job)
-        self._on_head("printf '%%s\\n' %s > %s" % (shlex.quote(reason), shlex.quote(path)), CANCEL_WITHIN)
+    def _cancel(self, args, reason):
+        """Write the job's cancel file on the head, if the job there is this
+        run's. If it cannot be delivered, the supervisor's heartbeat check
+        still cancels the job."""
+        directory = "%s/%s" % (JOBS_DIR, args["job"])
+        command = "printf '%%s\\n' %s > %s" % (shlex.quote(reason), shlex.quote(directory + "/cancel"))
+        if args.get("run"):
+            command = 'test "$(cat %s)" = %s && %s' % (
+                shlex.quote(directory + "/run"), shlex.quote(args["run"]), command)
+        self._on_head(command, CANCEL_WITHIN)
 
     def _unregister(self, args, grace):
         """No play cleans up after an interrupted one: remove the job from
         every node from here (its processes are gone by now; this removes
         its registration, files and rank host names)."""
-        self._on_head("/usr/bin/python3 -I %s cleanup %s --everywhere" % (
-            shlex.quote(args.get("runtime") or RUNTIME), shlex.quote(args["job"])), int(grace) + 30)
+        run = " --run %s" % shlex.quote(args["run"]) if args.get("run") else ""
+        self._on_head("/usr/bin/python3 -I %s cleanup %s%s --everywhere" % (
+            shlex.quote(args.get("runtime") or RUNTIME), shlex.quote(args["job"]), run), int(grace) + 30)
 
     def _on_head(self, command, within):
         """Run a command on the head as root, best effort and bounded: this

@@ -36,6 +36,12 @@ options:
     description: Name of the registered job.
     type: str
     required: true
+  run:
+    description:
+      - The run of the playbook the job belongs to (its id, as given to the
+        runtime's C(prepare)). A job another run holds on the head is left
+        alone.
+    type: str
   runtime:
     description: Path of the node runtime on the head.
     type: path
@@ -221,10 +227,26 @@ def status(module, job_dir):
     module.exit_json(**result)
 
 
+def check_run(module, job_dir):
+    """Fail unless the job on this node is the one of this run."""
+    run = module.params["run"]
+    if run is None:
+        return
+    try:
+        with open(os.path.join(job_dir, "run")) as handle:
+            held = handle.read().strip()
+    except FileNotFoundError:
+        held = ""
+    if held != run:
+        module.fail_json(msg="job %s on this node belongs to run %s, not to run %s"
+                         % (module.params["job"], held or "(no id)", run), finished=True, status="FAILED")
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
             job=dict(type="str", required=True),
+            run=dict(type="str"),
             runtime=dict(type="path", default="/opt/fuzz-multinode/multinode-runtime"),
             controller_timeout=dict(type="int", default=60),
             poll=dict(type="float", default=1),
@@ -238,6 +260,7 @@ def main():
     job_dir = os.path.join(JOBS_DIR, module.params["job"])
     if not os.path.isfile(os.path.join(job_dir, "spec.json")):
         module.fail_json(msg="job %s is not registered on this node" % module.params["job"])
+    check_run(module, job_dir)
     if module.params["_mode"] == "start":
         start(module, job_dir)
     status(module, job_dir)

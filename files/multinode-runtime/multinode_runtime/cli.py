@@ -10,17 +10,21 @@
   wrapper [OPTS] HOST CMD...
                         (job user) MULTINODE_SSH_WRAPPER: run CMD on the
                         node of rank HOST, ssh's argv contract
-  secrets JOB           (root) take the values of the job's secret://
+  secrets JOB [--run RUN]
+                        (root) take the values of the job's secret://
                         references (JSON {"scope/name": value} on stdin)
   task JOB INDEX        (job user, head node) run task INDEX of a task-array
                         job on its node, the way a wrapper call runs
   connect JOB REQUEST   (job user, local mode) carry a launch request to
                         the head's local launch socket, as ssh would
-  cleanup JOB [--everywhere]
+  cleanup JOB [--run RUN] [--everywhere]
                         (root) kill every process of JOB on this node,
                         remove the files it placed, unregister it; prints
                         JSON. --everywhere (head): on the job's other nodes
                         too, when no play will (the playbook was interrupted)
+
+--run RUN: the run of run-job.yml the command is for; a job that another run
+holds on this node is left alone (claims.py). Without it (by hand), any run.
 
 Each command imports only the modules it needs: a wrapper call, the most
 frequent, loads no supervision or teardown code.
@@ -88,12 +92,27 @@ def cmd_connect(args):
     return connect(args[0], args[1])
 
 
+def take_run(args):
+    """(the arguments without `--run RUN`, RUN or None)."""
+    if "--run" not in args:
+        return list(args), None
+    at = args.index("--run")
+    if at + 1 >= len(args):
+        raise RuntimeFailure("--run needs a run id")
+    return list(args[:at]) + list(args[at + 2:]), args[at + 1]
+
+
 def cmd_secrets(args):
+    args, run = take_run(args)
     if len(args) != 1:
-        raise RuntimeFailure('usage: secrets JOB < {"scope/name": "value", ...}')
+        raise RuntimeFailure('usage: secrets JOB [--run RUN] < {"scope/name": "value", ...}')
+    from .claims import held_run, holds
     from .inputs import store_secrets
     from .spec import load_spec
     spec = load_spec(args[0])
+    if not holds(spec.job, run):
+        raise RuntimeFailure("secrets: job %s on this node belongs to run %s, not to run %s"
+                             % (spec.job, held_run(spec.job) or "(no id)", run))
     try:
         given = json.load(sys.stdin)
     except ValueError:
@@ -103,10 +122,11 @@ def cmd_secrets(args):
 
 
 def cmd_cleanup(args):
+    args, run = take_run(args)
     if len(args) not in (1, 2) or (len(args) == 2 and args[1] != "--everywhere"):
-        raise RuntimeFailure("usage: cleanup JOB [--everywhere]")
+        raise RuntimeFailure("usage: cleanup JOB [--run RUN] [--everywhere]")
     from .teardown import cleanup
-    print(json.dumps(cleanup(args[0], everywhere=len(args) == 2)))
+    print(json.dumps(cleanup(args[0], everywhere=len(args) == 2, run=run)))
 
 
 COMMANDS = {

@@ -65,6 +65,8 @@ def rank_environment(spec, rank, user):
         # another one. The job's own env still wins.
         env["OMPI_MCA_btl_tcp_if_include"] = "127.0.0.0/8"
     env.update(rank.env)
+    if spec.run:
+        env["FB_WORKFLOW_ID"] = spec.run  # the run's, in every job, rank and task of it
     return env
 
 

@@ -12,6 +12,7 @@ import select
 import subprocess
 
 from . import registry
+from .claims import touch_claim
 from .errors import RuntimeFailure
 from .inputs import job_command, job_cwd, job_environment, job_user
 from .processes import (
@@ -33,6 +34,7 @@ from .wire import (
     FRAME_EXIT,
     FRAME_STDERR,
     FRAME_STDOUT,
+    READY,
     LineWriter,
     parse_launch_request,
     send_frame,
@@ -47,13 +49,16 @@ def serve_launch(original):
     try:
         request = parse_launch_request(original)
         spec = load_spec(request["job"])
+        node = registry.this_node(spec.job)
+        check_request_run(spec, request, node)
+        if request.get("hold"):
+            return hold(spec, out)
         if request.get("cleanup"):
             records = stop_on_request(spec, bool(request.get("unregister")))
             send_frame(out, FRAME_STDOUT, json.dumps(records).encode())
             send_frame(out, FRAME_EXIT, b"0")
             return 0
         rank = spec.rank_numbered(request["rank"])
-        node = registry.this_node(spec.job)
         if rank is None or rank.node != node:
             raise RuntimeFailure("rank %r of job %s does not run on node %s" % (
                 request["rank"], spec.job, node))
@@ -62,6 +67,33 @@ def serve_launch(original):
         send_frame(out, FRAME_ERROR, str(exc).encode())
         status = 255
     send_frame(out, FRAME_EXIT, str(status).encode())
+    return 0
+
+
+def check_request_run(spec, request, node):
+    """Refuse a request of another run than the one holding the job here
+    (the runtime's own requests name their run; one naming none is only
+    checked as before runs had ids)."""
+    if "run" in request and request["run"] != spec.run:
+        raise RuntimeFailure("job %s on node %s belongs to run %s, not to run %s" % (
+            spec.job, node, spec.run or "(no id)", request.get("run") or "(no id)"))
+
+
+def hold(spec, out):
+    """The head supervisor's lifeline to this node: a process of the job for
+    as long as the supervisor's connection is open, so the run's claim here
+    stays live while the job runs (claims.py), also when no wrapper call is
+    running on this node. Answers READY once in place; ends when the
+    connection closes, or when the job's teardown stops it."""
+    namespace = enter_rank_namespace(spec.job, spec.job)
+    try:
+        send_frame(out, FRAME_STDOUT, READY)
+        while os.read(0, 1 << 16):
+            pass
+    finally:
+        touch_claim(spec.job)  # the run's play cleans up next: keep its claim
+        release_namespace(spec.job, namespace)
+    send_frame(out, FRAME_EXIT, b"0")
     return 0
 
 

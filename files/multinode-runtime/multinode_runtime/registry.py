@@ -29,6 +29,7 @@ JOB_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 # Entries of a job's directory.
 SPEC_FILE = "spec.json"
+RUN_FILE = "run"                  # the run holding the job here (claims.py)
 NODE_FILE = "node"
 SCRIPT_FILE = "script"            # the job's script (mode "script")
 NAMESPACES_DIR = "ns"             # the job's UTS namespaces on this node
@@ -41,6 +42,7 @@ LOCAL_SOCKET = "launch.sock"      # local mode: the head's launch socket
 RESULT_FILE = "result.json"       # the head supervisor's result
 HEARTBEAT_FILE = "heartbeat"      # touched by every poll of the controller
 CANCEL_FILE = "cancel"            # the controller's cancel request
+SUPERVISOR_PID_FILE = "supervisor.pid"  # the head supervisor, started by launch_job
 
 
 def runtime_command(*args):

@@ -81,6 +81,7 @@ class TaskArray:
 @dataclass(frozen=True)
 class JobSpec:
     job: str
+    run: str = ""                   # the run of run-job.yml (claims.py); "": none given
     user: str = "fuzz"
     mode: str = "command"           # "command" or "script"
     argv: List[str] = field(default_factory=list)

@@ -8,12 +8,14 @@ the job's directory.
 
 import json
 import os
+import select
 import signal
 import subprocess
 import time
 
 from . import registry
 from .calls import rank_outcomes, read_call_records
+from .claims import touch_claim
 from .errors import PROG, RuntimeFailure
 from .inputs import forget_secrets, job_command, job_cwd, job_environment, job_user, rank_environment
 from .local_socket import start_local_launcher
@@ -34,7 +36,7 @@ from .processes import (
 from .resources import bind_cpus, limit_memory
 from .teardown import clean_nodes
 from .transport import ssh_command
-from .wire import write_all
+from .wire import FRAME_ERROR, FRAME_STDOUT, READY, FrameReader, encode_request, write_all
 
 CONNECT_WITHIN = 60  # seconds a worker node has to accept the job's connection
 
@@ -61,6 +63,8 @@ class Supervisor:
         self.local_launcher = None  # pid of the local launch socket's server
         self.rank0_call = None  # rank 0's own run, as a call record
         self.remote_calls = []  # the call records of the workers' nodes
+        self.lifelines = []  # the ssh processes holding each node for the run
+        self.teardown_at = None  # when the job's teardown began
 
     def run(self):
         started = time.time()
@@ -94,6 +98,7 @@ class Supervisor:
             if log_fd is not None:
                 write_all(log_fd, ("%s: %s\n" % (PROG, exc)).encode())
         finally:
+            self.teardown_at = time.time()
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
             signal.signal(signal.SIGINT, signal.SIG_IGN)
             if self.local_launcher is not None:
@@ -105,10 +110,25 @@ class Supervisor:
                 kill_job_processes(self.local_namespaces(namespace), self.grace, self.user)
                 self.clean_workers()
             forget_secrets(self.job)
+            lost = self.lost_call()
+            if lost and result["status"] == "FINISHED":
+                result.update(status="FAILED", rc=255, failed_rank=None, message=lost)
+                if log_fd is not None:
+                    write_all(log_fd, ("%s: %s\n" % (PROG, lost)).encode())
             if log_fd is not None:
                 os.close(log_fd)
+            touch_claim(self.job)  # the job is over; its play cleans up next
         result["duration"] = round(time.time() - started, 3)
         return result
+
+    def lost_call(self):
+        """Why the job cannot have finished: a wrapper call, on any node, that
+        lost its connection while the job ran (its command's end unknown).
+        None when there was none."""
+        for call in read_call_records(self.job) + self.remote_calls:
+            if call.get("lost") and call.get("end", 0) <= self.teardown_at:
+                return "job %s %s" % (self.job, call["lost"])
+        return None
 
     def namespace_name(self):
         """The host name of the supervisor's own namespace: rank 0's."""
@@ -190,28 +210,39 @@ class Supervisor:
     def open_connections(self):
         """Open a multiplexed ssh connection to every worker node, in
         parallel, before the job starts; a node we cannot reach fails the job
-        now, with ssh's reason. Local mode has no ssh."""
+        now, with ssh's reason. The connection's first session is the job's
+        lifeline to the node (a `hold` request: the run's claim there stays
+        live while this process lives, claims.py). Local mode has no ssh."""
         if self.spec.local:
             return
-        procs = []
+        hold = encode_request({"job": self.job, "run": self.spec.run, "hold": True})
+        waiting = {}
         for node, rank in self.connect_nodes().items():
-            argv = ssh_command(node, rank.address) + ["-M", "-N", "-f", "-o", "ControlPersist=yes"]
-            procs.append((rank, spawn_as(self.user, argv, rank_environment(self.spec, self.head, self.user),
-                                         "/", subprocess.DEVNULL, subprocess.DEVNULL, subprocess.PIPE)))
+            argv = ssh_command(node, rank.address) + ["-M", "-o", "ControlPersist=yes", "-T", hold]
+            proc = spawn_as(self.user, argv, rank_environment(self.spec, self.head, self.user),
+                            "/", subprocess.PIPE, subprocess.PIPE, subprocess.PIPE)
+            self.lifelines.append(proc)  # open until the job's teardown
+            waiting[proc.stdout.fileno()] = (rank, proc, FrameReader())
         errors = []
-        for rank, proc in procs:
-            try:
-                _, err = proc.communicate(timeout=CONNECT_WITHIN)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                _, err = proc.communicate()
-                errors.append("cannot connect to node %s (%s) for rank %s: no connection within %d s" % (
-                    rank.node, rank.address, rank.name, CONNECT_WITHIN))
-                continue
-            if proc.returncode != 0:
-                errors.append("cannot connect to node %s (%s) for rank %s: %s" % (
-                    rank.node, rank.address, rank.name,
-                    last_line(err) or "ssh exited with status %d" % proc.returncode))
+        deadline = time.monotonic() + CONNECT_WITHIN
+        while waiting:
+            left = deadline - time.monotonic()
+            ready = select.select(list(waiting), [], [], max(0, left))[0] if left > 0 else []
+            if not ready:
+                for rank, _, _ in waiting.values():
+                    errors.append("cannot connect to node %s (%s) for rank %s: no connection within %d s" % (
+                        rank.node, rank.address, rank.name, CONNECT_WITHIN))
+                break
+            for fd in ready:
+                rank, proc, frames = waiting[fd]
+                data = os.read(fd, 1 << 16)
+                answer = list(frames.feed(data))
+                if (FRAME_STDOUT, READY) in answer:
+                    del waiting[fd]
+                elif not data or answer:
+                    del waiting[fd]
+                    errors.append("cannot connect to node %s (%s) for rank %s: %s" % (
+                        rank.node, rank.address, rank.name, connection_error(proc, answer)))
         if errors:
             raise RuntimeFailure("; ".join(errors))
 
@@ -270,6 +301,19 @@ def wrapper_calls(pids):
                 and argv[3] == b"wrapper":
             calls.append(pid)
     return calls
+
+
+def connection_error(proc, answer):
+    """Why a node's lifeline did not come up: the launcher's error, or ssh's."""
+    for kind, payload in answer:
+        if kind == FRAME_ERROR:
+            return payload.decode(errors="replace")
+    try:
+        _, err = proc.communicate(timeout=5)  # closes its stdin: the lifeline
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        _, err = proc.communicate()
+    return last_line(err) or "ssh exited with status %d" % proc.returncode
 
 
 def first_failure(events):

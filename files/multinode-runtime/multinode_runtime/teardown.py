@@ -14,6 +14,7 @@ import time
 
 from . import registry
 from .calls import read_call_records
+from .claims import claims_locked, held_run, holds, touch_claim
 from .errors import RuntimeFailure
 from .inputs import forget_secrets, job_user, rank_environment, remove_job_files
 from .processes import kill_job_processes, recorded_namespaces, release_namespace, spawn_as
@@ -40,18 +41,22 @@ def cleanup_job(job, grace, user):
     return killed
 
 
-def cleanup(job, everywhere):
-    """`cleanup JOB [--everywhere]`: the job's teardown on this node (and
-    with `everywhere`, first on the job's other nodes); the JSON result."""
-    grace, user, spec = KILL_GRACE, None, None
-    try:
-        spec = load_spec(job)
-        grace, user = spec.kill_grace, job_user(spec)
-    except RuntimeFailure:
-        pass  # not registered here (any more): only the hosts block to clear
-    if spec is not None and everywhere and not spec.local:
-        clean_nodes(spec, user, spec.nodes_except(registry.this_node(job)), unregister=True)
-    killed = cleanup_job(job, grace, user)
+def cleanup(job, everywhere, run=None):
+    """`cleanup JOB [--run RUN] [--everywhere]`: the job's teardown on this
+    node (and with `everywhere`, first on the job's other nodes); the JSON
+    result. With a run, a job another run holds here is left alone."""
+    with claims_locked():
+        if not holds(job, run):
+            return {"changed": False, "job": job, "killed": 0, "held_by": held_run(job)}
+        grace, user, spec = KILL_GRACE, None, None
+        try:
+            spec = load_spec(job)
+            grace, user = spec.kill_grace, job_user(spec)
+        except RuntimeFailure:
+            pass  # not registered here (any more): only the hosts block to clear
+        if spec is not None and everywhere and not spec.local:
+            clean_nodes(spec, user, spec.nodes_except(registry.this_node(job)), unregister=True)
+        killed = cleanup_job(job, grace, user)
     return {"changed": killed > 0, "job": job, "killed": killed}
 
 
@@ -62,9 +67,11 @@ def stop_on_request(spec, unregister):
     kill_job_processes(recorded_namespaces(spec.job), spec.kill_grace, user)
     forget_secrets(spec.job)
     records = read_call_records(spec.job)
+    touch_claim(spec.job)  # the job is over; its play cleans up next
     if unregister:
         # Nothing is left to kill: the rest of the registration.
-        cleanup_job(spec.job, spec.kill_grace, user)
+        with claims_locked():
+            cleanup_job(spec.job, spec.kill_grace, user)
     return records
 
 
@@ -74,7 +81,7 @@ def clean_nodes(spec, user, nodes, unregister):
     ones are gone by now): each node stops what is left of the job there,
     and with `unregister` also removes the job's registration (cleanup_job).
     Returns the call records the nodes answer with."""
-    request = encode_request({"job": spec.job, "cleanup": True, "unregister": unregister})
+    request = encode_request({"job": spec.job, "run": spec.run, "cleanup": True, "unregister": unregister})
     calls = [spawn_as(user, ssh_command(node, rank.address) + [
                  "-o", "ControlMaster=no", "-o", "ControlPath=none", "-T", request],
                  rank_environment(spec, spec.head, user), "/",

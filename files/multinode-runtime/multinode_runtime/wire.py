@@ -17,6 +17,7 @@ from .errors import RuntimeFailure
 
 FRAME_STDOUT, FRAME_STDERR, FRAME_EXIT, FRAME_ERROR = b"O", b"E", b"X", b"!"
 _HEADER = struct.Struct(">cI")
+READY = b"ready"  # a hold request's answer (FRAME_STDOUT) once it is in place
 
 
 class LineWriter:
@@ -85,17 +86,19 @@ class FrameReader:
 def parse_launch_request(original):
     """A request is base64 JSON: {job, rank, command, forward} to run a
     command for a rank, {job, rank, task: true, forward} to run task-array
-    task `rank` (its command comes from the job spec on the node), or
+    task `rank` (its command comes from the job spec on the node),
     {job, cleanup: true} to stop every process of the job on the target
-    node."""
+    node, or {job, hold: true}, the head supervisor's lifeline to a node for
+    the job's life (claims.py). The runtime's requests also name their
+    `run`; the launcher refuses one of another run than the job's here."""
     words = original.split()
     if len(words) != 2 or words[0] != "launch":
         raise RuntimeFailure("this key only launches fuzz.multinode job commands")
     try:
         request = json.loads(base64.b64decode(words[1], validate=True))
-        if not isinstance(request["job"], str):
+        if not isinstance(request["job"], str) or not isinstance(request.get("run", ""), str):
             raise ValueError
-        if request.get("cleanup") is not True and not (
+        if request.get("cleanup") is not True and request.get("hold") is not True and not (
                 isinstance(request["rank"], int) and (
                     request.get("task") is True or isinstance(request["command"], str))):
             raise ValueError

@@ -87,6 +87,7 @@ def wrapper(args):
         raise
     request = {
         "job": spec.job,
+        "run": spec.run,
         "rank": target.rank,
         "command": " ".join(words),  # ssh joins the words; sh -c splits
         "forward": os.environ.get("MULTINODE_WRAPPER_FORWARD_STREAMS") == "1",
@@ -104,7 +105,7 @@ def run_task(job, index):
     task = spec.rank_numbered(index)
     if spec.task_array is None or task is None or not task.is_task:
         raise RuntimeFailure("job %s has no task %s" % (job, index))
-    request = {"job": spec.job, "rank": task.rank, "task": True, "forward": False}
+    request = {"job": spec.job, "run": spec.run, "rank": task.rank, "task": True, "forward": False}
     return call_rank(spec, task, request)[0]
 
 
@@ -121,15 +122,17 @@ def call_rank(spec, target, request):
     status, error, ssh_errors = relay(ssh)
     where = "rank %d (%s on %s)" % (target.rank, target.name, target.node)
     lost = status is None
-    record_call(spec.job, dict(record, end=time.time(), status=255 if lost else status))
+    ended = dict(record, end=time.time(), status=255 if lost else status)
     if lost:
         status = 255
         reason = "lost connection to %s: %s" % (
             where, error or last_line(ssh_errors) or "ssh exited with status %d" % ssh.returncode)
+        ended["lost"] = reason  # the job cannot have finished (supervisor.py)
     elif error:
         reason = "%s: %s" % (where, error)
     else:
         reason = "%s exited with status %d" % (where, status)
+    record_call(spec.job, ended)
     if error or status == 255:
         write_all(2, ("%s: %s\n" % (PROG, reason)).encode())
     return status, reason, lost

@@ -665,3 +665,61 @@ def test_restarted_node_runs_jobs_again(job_run):
     assert run.rc == 0, run
     assert sorted(run.log().splitlines()) == ["hello-%d is up" % r for r in range(3)], run
     assert run.leftovers == NO_PROCESSES, run
+
+
+# -- two runs of the same job at once ---------------------------------------------
+
+RUN_ID = r"\d{8}T\d{6}Z-[0-9a-f]{6}"
+
+
+def shown_run_id(output):
+    """The run id a playbook showed (in the name of the task registering the job)."""
+    found = set(re.findall(r"Register the job on its nodes for run (%s)\]" % RUN_ID, output))
+    assert len(found) == 1, output[-6000:]
+    return found.pop()
+
+
+def test_the_same_job_started_twice_at_once_runs_once_and_refuses_the_second(tmp_path):
+    """As a user would: the same Fuzzfile again while it runs. The first run
+    keeps its workers, its output and its result; the second is refused on
+    every node before it touches anything there, naming the first run, and
+    its cleanup leaves the first run's job alone."""
+    go = "/tmp/fmn-twice-go"  # the first run's ranks end when it is on their node
+    for node in NODES:
+        docker("exec", node, "rm", "-f", go)
+    (tmp_path / "first").mkdir()
+    first = StartedJob("twice.yml", tmp_path / "first")
+    try:
+        first.wait_until_running(NODES)
+        second = run_job("twice.yml", tmp_path / "second")
+        assert first.proc.poll() is None, first.output()[-6000:]  # still running
+        for node in NODES:
+            docker("exec", node, "touch", go)
+        first_id = shown_run_id(first.output())
+        second_id = shown_run_id(second.output)
+        assert second.rc != 0, second
+        message = " ".join(second.failure_message().split())
+        for node in NODES:
+            assert ("job twice is already running on %s as run %s; run %s does not start it again "
+                    "(wait for that run to end)" % (node, first_id, second_id)) in message, second
+        assert second.log() == "" and not (tmp_path / "second" / "twice").exists(), second
+        assert first.proc.wait(timeout=240) == 0, first.output()[-6000:]
+        log = first.log().splitlines()
+        for rank in range(3):
+            assert "twice-%d run=%s" % (rank, first_id) in log, first.log()
+            assert "twice-%d done" % rank in log, first.log()
+        assert "job twice FINISHED" in " ".join(first.output().split())
+        assert processes_on_all_nodes() == NO_PROCESSES
+        assert nodes_where_registered("twice") == []
+    finally:
+        for node in NODES:  # whatever failed above: the job ends, and nothing of it stays
+            docker("exec", node, "touch", go)
+        if first.proc.poll() is None:
+            try:
+                first.proc.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                pass
+        first.stop()
+        unregister("twice")
+        for node in NODES:
+            docker("exec", node, "rm", "-f", go)

@@ -1,0 +1,166 @@
+"""Runs are isolated on every node: a job is claimed by one run of the
+playbook at a time (the node runtime's claims.py), a second run of a job
+that is still alive is refused before anything of it is written, and every
+later step names its run and leaves another run's job alone. The same on
+real clusters: molecule/failure and the local tier."""
+
+import json
+import os
+import pwd
+import time
+
+import pytest
+from multinode_runtime import claims, cli, launch, registry, teardown
+from multinode_runtime.errors import RuntimeFailure
+from multinode_runtime.inputs import rank_environment
+from multinode_runtime.prepare import prepare_job
+from multinode_runtime.spec import JobSpec
+from multinode_runtime.supervisor import Supervisor
+
+USER = pwd.getpwuid(os.getuid()).pw_name
+FIRST, SECOND = "20261201T165012Z-a1b2c3", "20261201T165015Z-d4e5f6"
+
+
+@pytest.fixture
+def node(tmp_path, monkeypatch):
+    """The runtime's state, logs and /etc/hosts in a temporary directory."""
+    state = tmp_path / "run"
+    monkeypatch.setattr(registry, "STATE_DIR", str(state))
+    monkeypatch.setattr(registry, "JOBS_DIR", str(state / "jobs"))
+    monkeypatch.setattr(registry, "CONTROL_DIR", str(state / "ssh"))
+    monkeypatch.setattr(registry, "LOG_DIR", str(tmp_path / "log"))
+    hosts = tmp_path / "hosts"
+    hosts.write_text("127.0.0.1 localhost\n")
+    monkeypatch.setattr(registry, "HOSTS_FILE", str(hosts))
+    return tmp_path
+
+
+def spec_data(run, job="ja"):
+    return {"job": job, "run": run, "user": USER, "argv": ["true"], "kill_grace": 1,
+            "ranks": [{"rank": 0, "name": job + "-0", "node": "node-1", "address": "10.0.0.1",
+                       "env": {"RANK": "0"}},
+                      {"rank": 1, "name": job + "-1", "node": "node-2", "address": "10.0.0.2",
+                       "env": {"RANK": "1"}}]}
+
+
+def prepare(run, job="ja", node_name="node-1"):
+    data = spec_data(run, job)
+    return prepare_job(data, JobSpec.from_dict(data), node_name)
+
+
+def age_claim(job, seconds):
+    path = registry.job_path(job, registry.RUN_FILE)
+    then = time.time() - seconds
+    os.utime(path, (then, then))
+
+
+def test_prepare_claims_the_job_for_its_run(node):
+    assert prepare(FIRST)["run"] == FIRST
+    assert claims.held_run("ja") == FIRST
+    assert claims.held_run("other") is None
+
+
+def test_every_rank_sees_the_run_as_FB_WORKFLOW_ID():
+    spec = JobSpec.from_dict(dict(spec_data(FIRST), ranks=[
+        {"rank": 0, "name": "ja-0", "node": "n", "env": {"FB_WORKFLOW_ID": "the job's own"}},
+        {"rank": 1, "name": "ja-1", "node": "n", "env": {}}]))
+    user = pwd.getpwuid(os.getuid())
+    assert [rank_environment(spec, rank, user)["FB_WORKFLOW_ID"] for rank in spec.ranks] == [FIRST, FIRST]
+    assert "FB_WORKFLOW_ID" not in rank_environment(JobSpec.from_dict(spec_data("")), spec.ranks[1], user)
+
+
+def test_a_second_run_of_a_live_job_is_refused_before_anything_is_written(node):
+    prepare(FIRST)
+    written = {name: os.stat(registry.job_path("ja", name)).st_mtime_ns
+               for name in os.listdir(registry.job_dir("ja"))}
+    hosts = (node / "hosts").read_text()
+    with pytest.raises(RuntimeFailure) as info:
+        prepare(SECOND)
+    assert str(info.value) == (
+        "job ja is already running on node-1 as run %s; run %s does not start it again "
+        "(wait for that run to end)" % (FIRST, SECOND))
+    assert claims.held_run("ja") == FIRST
+    assert {name: os.stat(registry.job_path("ja", name)).st_mtime_ns
+            for name in os.listdir(registry.job_dir("ja"))} == written
+    assert (node / "hosts").read_text() == hosts
+
+
+def test_a_claim_is_live_while_a_process_of_the_job_runs_here_however_old(node, monkeypatch):
+    """A long job's idle workers: the head's lifeline (a `hold` process in a
+    recorded namespace) keeps the claim live."""
+    prepare(FIRST)
+    age_claim("ja", claims.LEASE_SECONDS + 3600)
+    monkeypatch.setattr(claims, "recorded_namespaces", lambda job: {4026531838})
+    monkeypatch.setattr(claims, "pids_in_namespaces", lambda namespaces, exclude, user: [12345])
+    with pytest.raises(RuntimeFailure, match="is already running on node-2 as run " + FIRST):
+        prepare(SECOND, node_name="node-2")
+
+
+def test_a_claim_with_nothing_alive_is_stale_after_the_lease_and_is_taken_over(node):
+    prepare(FIRST)
+    age_claim("ja", claims.LEASE_SECONDS - 5)
+    with pytest.raises(RuntimeFailure):
+        prepare(SECOND)  # still within the lease: the first run may be starting its head
+    age_claim("ja", claims.LEASE_SECONDS + 1)
+    prepare(SECOND)
+    assert claims.held_run("ja") == SECOND
+
+
+def test_the_same_run_prepares_again_and_a_registration_without_a_run_is_taken_over(node):
+    prepare(FIRST)
+    prepare(FIRST)
+    assert claims.held_run("ja") == FIRST
+    os.unlink(registry.job_path("ja", registry.RUN_FILE))  # as an older install left it
+    assert claims.held_run("ja") == ""
+    old = time.time() - claims.LEASE_SECONDS - 1
+    os.utime(registry.job_dir("ja"), (old, old))
+    prepare(SECOND)
+    assert claims.held_run("ja") == SECOND
+
+
+def test_cleanup_of_another_run_leaves_the_job_and_its_host_names_alone(node, capsys):
+    prepare(FIRST)
+    hosts = (node / "hosts").read_text()
+    assert "ja-1" in hosts
+    assert teardown.cleanup("ja", everywhere=False, run=SECOND) == {
+        "changed": False, "job": "ja", "killed": 0, "held_by": FIRST}
+    assert claims.held_run("ja") == FIRST and (node / "hosts").read_text() == hosts
+    cli.cmd_cleanup(["ja", "--run", FIRST])
+    assert json.loads(capsys.readouterr().out)["job"] == "ja"
+    assert claims.held_run("ja") is None and "ja-1" not in (node / "hosts").read_text()
+
+
+def test_cleanup_by_hand_without_a_run_removes_any_run(node):
+    prepare(FIRST)
+    teardown.cleanup("ja", everywhere=False)
+    assert claims.held_run("ja") is None
+
+
+def test_secrets_of_another_run_are_refused(node, monkeypatch):
+    prepare(FIRST)
+    with pytest.raises(RuntimeFailure) as info:
+        cli.cmd_secrets(["ja", "--run", SECOND])
+    assert str(info.value) == "secrets: job ja on this node belongs to run %s, not to run %s" % (FIRST, SECOND)
+
+
+def test_the_launch_server_refuses_a_request_of_another_run():
+    spec = JobSpec.from_dict(spec_data(FIRST))
+    launch.check_request_run(spec, {"job": "ja", "run": FIRST}, "node-2")
+    with pytest.raises(RuntimeFailure) as info:
+        launch.check_request_run(spec, {"job": "ja", "run": SECOND}, "node-2")
+    assert str(info.value) == "job ja on node node-2 belongs to run %s, not to run %s" % (FIRST, SECOND)
+    with pytest.raises(RuntimeFailure, match="not to run [(]no id[)]"):
+        launch.check_request_run(spec, {"job": "ja", "run": ""}, "node-2")
+
+
+def test_a_call_that_lost_its_connection_while_the_job_ran_fails_the_job(node):
+    prepare(FIRST)
+    supervisor = Supervisor(JobSpec.from_dict(spec_data(FIRST)))
+    supervisor.teardown_at = 100.0
+    supervisor.remote_calls = [{"rank": 1, "start": 10.0, "end": 150.0, "status": 255,
+                                "lost": "lost connection to rank 1 (ja-1 on node-2): at the teardown"}]
+    assert supervisor.lost_call() is None  # cut by the teardown itself
+    supervisor.remote_calls.append({"rank": 1, "start": 10.0, "end": 20.0, "status": 255,
+                                    "lost": "lost connection to rank 1 (ja-1 on node-2): ssh exited with status 255"})
+    assert supervisor.lost_call() == (
+        "job ja lost connection to rank 1 (ja-1 on node-2): ssh exited with status 255")
