@@ -37,7 +37,9 @@ from .wire import (
     READY,
     LineWriter,
     parse_launch_request,
+    read_chunk,
     send_frame,
+    widen_pipe,
     write_all,
 )
 
@@ -145,13 +147,15 @@ class Launch:
             os.close(out_w)
             os.close(err_w)
         forward = self.request.get("forward")
+        for fd in (out_r, err_r, 1):  # output moves in large chunks
+            widen_pipe(fd)
         logs = {out_r: (LineWriter(log_fd), FRAME_STDOUT), err_r: (LineWriter(log_fd), FRAME_STDERR)}
         open_fds = [out_r, err_r, 0]
         child_status = None
         while out_r in open_fds or err_r in open_fds:
             ready, _, _ = select.select(open_fds, [], [], 0.5)
             for fd in ready:
-                data = os.read(fd, 1 << 16)
+                data = read_chunk(fd)
                 if fd == 0:
                     if not data:  # ssh session gone: stop everything we started
                         kill_job_processes({namespace}, self.spec.kill_grace, self.user)

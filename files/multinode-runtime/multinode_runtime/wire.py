@@ -12,12 +12,16 @@ import fcntl
 import json
 import os
 import struct
+import termios
 
 from .errors import RuntimeFailure
 
 FRAME_STDOUT, FRAME_STDERR, FRAME_EXIT, FRAME_ERROR = b"O", b"E", b"X", b"!"
 _HEADER = struct.Struct(">cI")
 READY = b"ready"  # a hold request's answer (FRAME_STDOUT) once it is in place
+
+
+CHUNK = 1 << 20  # bytes moved per read(2) at most, and the pipes' capacity
 
 
 class LineWriter:
@@ -34,25 +38,37 @@ class LineWriter:
 
     def __init__(self, fd):
         self.fd = fd
-        self.pending = b""
+        self.pending = []  # the unterminated line so far, in the pieces it came in
+        self.pending_size = 0
         try:
             self.terminate = bool(fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_APPEND)
         except OSError:
             self.terminate = False
 
     def feed(self, data):
-        self.pending += data
-        cut = self.pending.rfind(b"\n") + 1
-        if cut == 0 and len(self.pending) >= self.MAX_PENDING:
-            cut = len(self.pending)
-        if cut:
-            write_all(self.fd, self.pending[:cut])
-            self.pending = self.pending[cut:]
+        """Write every complete line that came so far; keep the rest."""
+        cut = data.rfind(b"\n") + 1
+        if not cut:
+            if self.pending_size + len(data) < self.MAX_PENDING:
+                if data:
+                    self.pending.append(data)
+                self.pending_size += len(data)
+                return
+            cut = len(data)
+        lines = memoryview(data)[:cut]  # no copy of the lines themselves
+        if self.pending:
+            lines = b"".join(self.pending + [lines])
+        write_all(self.fd, lines)
+        rest = data[cut:]
+        self.pending = [rest] if rest else []
+        self.pending_size = len(rest)
 
     def flush(self):
         if self.pending:
-            write_all(self.fd, self.pending + b"\n" if self.terminate else self.pending)
-            self.pending = b""
+            tail = b"".join(self.pending)
+            write_all(self.fd, tail + b"\n" if self.terminate else tail)
+            self.pending = []
+            self.pending_size = 0
 
 
 def write_all(fd, data):
@@ -64,23 +80,58 @@ def write_all(fd, data):
             return
 
 
+def widen_pipe(fd):
+    """Let a pipe hold CHUNK bytes, so that its writer blocks less and its
+    reader moves more per read(2); a pipe that cannot grow stays as it is."""
+    try:
+        fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, CHUNK)
+    except OSError:
+        pass
+
+
+def read_chunk(fd):
+    """What `fd` has to give now, up to CHUNK bytes, in one read(2) sized to
+    it (a pipe says how much it holds): no CHUNK-sized buffer per read."""
+    try:
+        ready = struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0]
+    except OSError:
+        ready = 0
+    return os.read(fd, min(max(ready, 1 << 16), CHUNK))
+
+
 def send_frame(fd, kind, payload):
-    write_all(fd, _HEADER.pack(kind, len(payload)) + payload)
+    header = _HEADER.pack(kind, len(payload))
+    try:
+        sent = os.writev(fd, [header, payload])  # one syscall, no joined copy
+    except BrokenPipeError:
+        return
+    if sent < len(header):
+        write_all(fd, header[sent:])
+        sent = len(header)
+    write_all(fd, memoryview(payload)[sent - len(header):])
 
 
 class FrameReader:
+    """Cuts a byte stream into frames. feed() returns the frames that the
+    stream so far completes; the rest waits for the next feed."""
+
     def __init__(self):
-        self.buffer = b""
+        self.buffer = bytearray()
 
     def feed(self, data):
         self.buffer += data
-        while len(self.buffer) >= _HEADER.size:
-            kind, size = _HEADER.unpack_from(self.buffer)
-            end = _HEADER.size + size
-            if len(self.buffer) < end:
-                return
-            yield kind, self.buffer[_HEADER.size:end]
-            self.buffer = self.buffer[end:]
+        frames = []
+        start = 0
+        with memoryview(self.buffer) as view:
+            while len(view) - start >= _HEADER.size:
+                kind, size = _HEADER.unpack_from(view, start)
+                end = start + _HEADER.size + size
+                if len(view) < end:
+                    break
+                frames.append((kind, bytes(view[start + _HEADER.size:end])))
+                start = end
+        del self.buffer[:start]  # a bytearray drops its head without copying
+        return frames
 
 
 def parse_launch_request(original):

@@ -17,7 +17,17 @@ from .errors import PROG, RuntimeFailure
 from .processes import last_line
 from .spec import load_spec
 from .transport import transport_command
-from .wire import FRAME_ERROR, FRAME_EXIT, FRAME_STDERR, FRAME_STDOUT, FrameReader, LineWriter, write_all
+from .wire import (
+    FRAME_ERROR,
+    FRAME_EXIT,
+    FRAME_STDERR,
+    FRAME_STDOUT,
+    FrameReader,
+    LineWriter,
+    read_chunk,
+    widen_pipe,
+    write_all,
+)
 
 # ssh's options (OpenSSH 9), so the wrapper takes ssh's whole argv syntax:
 # MPICH Hydra calls `LAUNCHER -x HOST CMD...`, other launchers pass -q, -o ...
@@ -146,10 +156,11 @@ def relay(ssh):
     status = error = None
     ssh_errors = b""
     frames_fd, chatter_fd = ssh.stdout.fileno(), ssh.stderr.fileno()
+    widen_pipe(frames_fd)  # forwarded output moves in large chunks
     watched = [frames_fd, chatter_fd]
     while frames_fd in watched:
         for fd in select.select(watched, [], [])[0]:
-            data = os.read(fd, 1 << 16)
+            data = read_chunk(fd)
             if not data:
                 watched.remove(fd)
             elif fd == chatter_fd:
