@@ -17,7 +17,10 @@ from __future__ import annotations
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.fuzz.multinode.plugins.module_utils.fuzzfile import (
+    ADMISSION_KEY,
     FuzzfileError,
+    Job,
+    admission,
     admit,
     not_executed_yet,
     parse_workflow,
@@ -68,24 +71,29 @@ def load_fuzzfile(params: Mapping[str, Any]) -> Tuple[Dict[str, Any], List[str]]
     path = params["path"]
     text = read_fuzzfile_text(path)
     name: Optional[str] = params.get("job")
+    secret_names = params.get("secret_names")
     try:
         workflow = parse_workflow(text)
         run = select_run(workflow, name)
         for job in run:
             # Refused here, before any host is touched, rather than by
-            # rank_plan after the nodes were prepared.
-            admit(job, params.get("secret_names"))
+            # rank_plan after the nodes were prepared; rank_plan takes the
+            # job's admission from its form and does not check it again.
+            admit(job, secret_names)
     except FuzzfileError as exc:
         raise FuzzfileError("%s: %s" % (path, exc)) from None
+
+    def admitted(job: Job) -> Dict[str, Any]:
+        return dict(job.to_dict(), **{ADMISSION_KEY: admission(job, secret_names)})
 
     notes = workflow.warnings + workflow.unsupported
     for job in run:
         notes += job.unsupported + not_executed_yet(job, whole_workflow=name is None)
     result: Dict[str, Any] = dict(
-        changed=False, workflow=workflow.to_dict(), run=[job.to_dict() for job in run]
+        changed=False, workflow=workflow.to_dict(), run=[admitted(job) for job in run]
     )
     if name is not None or len(workflow.jobs) == 1:
-        result["job"] = run[0].to_dict()
+        result["job"] = run[0].to_dict()  # the job's plain form, for any use
     return result, ["%s: %s" % (path, note) for note in notes]
 
 

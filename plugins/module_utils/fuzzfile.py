@@ -18,9 +18,10 @@ Entry points:
 - ``Workflow.order`` / ``Workflow.waves``: the dependency DAG in execution
   order (see ``dependency_order``);
 - ``select_run(workflow, name)``, ``select_job(workflow, name)`` -> jobs;
-- ``admit(job, secret_names)``: the run policy's gate, once per job and task
+- ``admit(job, secret_names)``: the run policy's gate, once per job and run
   (``require_runnable``: every implementation but ``gasnet`` runs;
-  ``check_rank_names``; ``check_secrets``);
+  ``check_rank_names``; ``check_secrets``); ``admission`` records it in the
+  job's JSON form, and ``admit_once`` does not check an admitted job again;
 - ``Job.to_dict()`` and ``Workflow.to_dict()``: the JSON forms passed between
   tasks; ``load_job`` and ``load_workflow`` read them back, checked;
 - ``parse_go_duration`` and ``parse_memory_size``: the value syntaxes.
@@ -49,8 +50,11 @@ from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.loader im
 from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.model import Dependency, Job, TaskArray, Workflow
 from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.parser import parse_workflow
 from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.policy import (
+    ADMISSION_KEY,
     MULTINODE_VARS,
+    admission,
     admit,
+    admit_once,
     check_rank_names,
     check_secrets,
     missing_secrets,
@@ -70,6 +74,7 @@ from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.quantitie
 from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.values import validate_job_name
 
 __all__ = [
+    "ADMISSION_KEY",
     "AFFINITIES",
     "DEPENDENCY_STATUSES",
     "Dependency",
@@ -84,7 +89,9 @@ __all__ = [
     "TaskArray",
     "VERSIONS",
     "Workflow",
+    "admission",
     "admit",
+    "admit_once",
     "check_rank_names",
     "check_secrets",
     "dependency_order",

@@ -66,8 +66,9 @@ up on rank 0's ``PATH`` like any command. ``gasnet`` jobs are refused
 (``require_runnable``).
 
 A plan checks its job once: ``load_job`` reads it (a task's argument, or a
-``Job``), ``admit`` applies the run policy; the rendering after that trusts
-the job.
+``Job``), ``admit_once`` applies the run policy unless the job's form shows
+that the fuzzfile task admitted this very job in this run; the rendering
+after that trusts the job.
 """
 
 from __future__ import annotations
@@ -78,9 +79,10 @@ import re
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Union
 
 from ansible_collections.fuzz.multinode.plugins.module_utils.fuzzfile import (
+    ADMISSION_KEY,
     FuzzfileError,
     Job,
-    admit,
+    admit_once,
     load_job,
     rank_name,
     reserved_env,
@@ -246,6 +248,11 @@ def _load(job: Union[Job, Mapping[str, Any]]) -> Job:
     return load_job(job)
 
 
+def _admission(job: Union[Job, Mapping[str, Any]]) -> Any:
+    """The admission the fuzzfile task recorded in the job's form, if any."""
+    return job.get(ADMISSION_KEY) if isinstance(job, Mapping) else None
+
+
 def plan_job(
     job: Union[Job, Mapping[str, Any]],
     nodes: Sequence[Mapping[str, Any]],
@@ -267,10 +274,11 @@ def plan_job(
     ``fuzz_multinode_secrets``: a ``secret://`` reference to any other name is
     refused (``check_secrets``). Secret values never pass through here. Raises
     FuzzfileError on bad input, including a job the run policy refuses
-    (``admit``: a ``gasnet`` job, rank host names too long).
+    (``admit``: a ``gasnet`` job, rank host names too long) unless it was
+    admitted already (``admit_once``).
     """
     return _render(
-        admit(_load(job), secret_names),
+        admit_once(_load(job), _admission(job), secret_names),
         nodes,
         user=user,
         wrapper_path=wrapper_path,
@@ -427,11 +435,12 @@ def plan_task_array(
     ``start``, ``end`` and the ``concurrency`` the head enforces (the
     Fuzzfile's, else one task per node at a time).
     """
+    record = _admission(job)
     job = _load(job)
     if job.task_array is None:
         raise FuzzfileError("job: %s has no task-array" % job.name)
     options = dict(options)
-    admit(job, options.pop("secret_names", None))
+    admit_once(job, record, options.pop("secret_names", None))
     local = bool(options.get("local"))
     if local:
         # As many task slots on the one node as it would have hosts.

@@ -187,6 +187,11 @@ run:
   description:
     - The jobs to run, in dependency order, each in the form of RV(job); the one named by
       O(job), or every job of the workflow.
+    - >-
+      Each also has C(admitted), the record that this task admitted it (its rank host names
+      fit, its implementation can run here and, with O(secret_names), every secret it
+      references is defined): M(fuzz.multinode.rank_plan) does not check such a job again
+      unless it was changed since.
   returned: success
   type: list
   elements: dict

@@ -66,10 +66,16 @@ extends_documentation_fragment:
 options:
   job:
     description:
-      - The job, exactly as returned in RV(fuzz.multinode.fuzzfile#module:job).
+      - >-
+        The job, exactly as returned in RV(fuzz.multinode.fuzzfile#module:job) or as an entry
+        of RV(fuzz.multinode.fuzzfile#module:run).
       - >-
         Jobs of every C(multinode.implementation) can be planned except V(gasnet), which
         fails with a message that names the field and says what to do instead.
+      - >-
+        An entry of RV(fuzz.multinode.fuzzfile#module:run) is not checked against the run
+        policy again (gasnet, rank host names, secrets), unless it was changed since or
+        O(secret_names) lacks a name it was checked with.
     type: dict
     required: true
   nodes:

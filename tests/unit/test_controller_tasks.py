@@ -3,6 +3,8 @@ their action plugins share it): messages name the file and what is wrong,
 warnings name the file, and a note rank_plan adds is warned about once.
 Pure logic, on real files under tmp_path."""
 
+import json
+
 import pytest
 
 from ansible_collections.fuzz.multinode.plugins.module_utils.controller_tasks import (
@@ -111,11 +113,13 @@ WITH_TASK_ARRAY = TWO_JOBS + """  sweep:
 """
 
 
-def test_each_task_reads_and_admits_a_job_once(tmp_path, monkeypatch):
-    """The fuzzfile task admits each job of the run once (run policy:
-    rank names, implementation, secrets); rank_plan reads the job's JSON
-    form once and admits it once, a task array's too."""
-    from ansible_collections.fuzz.multinode.plugins.module_utils import controller_tasks, job_spec
+def test_the_gates_run_once_per_job_and_run(tmp_path, monkeypatch):
+    """The fuzzfile task admits each job of the run once (run policy: rank
+    names, implementation, secrets); rank_plan reads the job's JSON form
+    once and takes its admission from it, without running a gate again, a
+    task array's too."""
+    from ansible_collections.fuzz.multinode.plugins.module_utils import job_spec
+    from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile import policy
 
     calls = []
 
@@ -125,14 +129,47 @@ def test_each_task_reads_and_admits_a_job_once(tmp_path, monkeypatch):
             return real(job, *args)
         return wrapper
 
-    monkeypatch.setattr(controller_tasks, "admit", counted("admit", controller_tasks.admit))
-    monkeypatch.setattr(job_spec, "admit", counted("admit", job_spec.admit))
+    for gate in ("check_rank_names", "require_runnable", "check_secrets"):
+        monkeypatch.setattr(policy, gate, counted(gate, getattr(policy, gate)))
     monkeypatch.setattr(job_spec, "load_job", counted("load", job_spec.load_job))
     path = tmp_path / "three.yml"
     path.write_text(WITH_TASK_ARRAY)
     loaded, _ = load(path, secret_names=[])
-    assert calls == [("admit", "first"), ("admit", "second"), ("admit", "sweep")]
-    for job, nodes in zip(loaded["run"], (NODES, NODES[:1], NODES), strict=True):
-        del calls[:]
-        plan_ranks(dict(PLAN_OPTIONS, job=job, nodes=nodes, secret_names=[]))
-        assert calls == [("load", job["name"]), ("admit", job["name"])]
+    for job in json.loads(json.dumps(loaded["run"])):  # as the play passes it on
+        plan_ranks(dict(PLAN_OPTIONS, job=job, nodes=NODES if job["nodes"] == 2 or job["task_array"]
+                        else NODES[:1], secret_names=[]))
+    for name in ("first", "second", "sweep"):
+        assert sorted(call for call in calls if call[1] == name) == sorted([
+            ("check_rank_names", name), ("require_runnable", name), ("check_secrets", name),
+            ("load", name)])
+
+
+def test_rank_plan_admits_a_job_the_fuzzfile_task_did_not(tmp_path):
+    """A job built or changed by hand after its admission is admitted by
+    rank_plan, with the same messages."""
+    path = tmp_path / "two.yml"
+    path.write_text(TWO_JOBS)
+    loaded, _ = load(path, job="first", secret_names=[])
+    changed = dict(loaded["run"][0], name="x" * 62)  # rank host names now too long
+    with pytest.raises(FuzzfileError, match="rank host name 'x{62}-1' is longer than 63 characters"):
+        plan_ranks(dict(PLAN_OPTIONS, job=changed, nodes=NODES))
+    by_hand = dict(loaded["job"])  # the plain form: no admission
+    by_hand["implementation"] = "gasnet"
+    with pytest.raises(FuzzfileError, match="'gasnet' is not supported"):
+        plan_ranks(dict(PLAN_OPTIONS, job=by_hand, nodes=NODES))
+    forged = dict(by_hand, admitted=loaded["run"][0]["admitted"])  # another job's admission
+    with pytest.raises(FuzzfileError, match="'gasnet' is not supported"):
+        plan_ranks(dict(PLAN_OPTIONS, job=forged, nodes=NODES))
+
+
+def test_rank_plan_checks_secrets_the_admission_did_not(tmp_path):
+    """Admitted without secret names, or with a name rank_plan does not
+    have: rank_plan checks the references, with check_secrets' message."""
+    path = tmp_path / "secret.yml"
+    path.write_text(TWO_JOBS.replace("command: [/bin/true]\n    multinode",
+                                     "command: [/bin/true]\n    env: [TOKEN=secret://user/token]\n    multinode", 1))
+    for admitted_with in (None, ["user/token"]):
+        loaded, _ = load(path, job="first", secret_names=admitted_with)
+        with pytest.raises(FuzzfileError, match=r"jobs.first.env.TOKEN: secret://user/token is not defined"):
+            plan_ranks(dict(PLAN_OPTIONS, job=loaded["run"][0], nodes=NODES, secret_names=["other"]))
+        plan_ranks(dict(PLAN_OPTIONS, job=loaded["run"][0], nodes=NODES, secret_names=["user/token"]))

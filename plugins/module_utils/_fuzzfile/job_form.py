@@ -9,7 +9,8 @@ hand. Every field is checked, as the parser checks a Fuzzfile's, and the
 message names it (``job.nodes: must be an integer >= 1, got 0``). Keys
 missing from the data take their defaults, so dicts written before a field
 existed still load; the derived keys (``DERIVED_JOB_KEYS``, ``order``,
-``waves``) are ignored."""
+``waves``) and a job's admission (``ADMISSION_KEY``, read by the run policy)
+are ignored."""
 
 from __future__ import annotations
 
@@ -39,6 +40,7 @@ from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.model imp
     Workflow,
     _task_array,
 )
+from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.policy import ADMISSION_KEY
 from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.values import (
     _abs_path,
     _bool,
@@ -65,7 +67,7 @@ from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.values im
 
 def load_job(data: Any, path: str = "job") -> Job:
     """A Job from its JSON form, every field checked."""
-    data = _mapping(data, path)
+    data = {key: value for key, value in _mapping(data, path).items() if key != ADMISSION_KEY}
     fields = [f.name for f in dataclasses.fields(Job)]
     _check_keys(data, path, fields + list(DERIVED_JOB_KEYS))
 

@@ -7,12 +7,16 @@
 (``not_executed_yet``), and whether a job may run at all (``admit``): its
 implementation can be run here (``require_runnable``), its rank and task host
 names fit one DNS label (``check_rank_names``), and every secret it
-references is defined (``check_secrets``). A job is admitted once per task
-that takes it, before any host is touched."""
+references is defined (``check_secrets``). A job is admitted once per run,
+by the task that loads the Fuzzfile, before any host is touched; its JSON
+form then carries the admission (``admission``, under ``ADMISSION_KEY``), so
+that the task planning its ranks takes it as admitted (``admit_once``)."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, Iterable, List, Optional
+import hashlib
+import json
+from typing import Any, Dict, Iterable, List, Mapping, Optional
 
 from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.errors import FuzzfileError
 from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.keys import SECRET_PREFIX
@@ -28,6 +32,7 @@ MULTINODE_VARS = (
     "MULTINODE_RSH_WRAPPER",
 )
 HOST_NAME_MAX = 63  # one DNS label
+ADMISSION_KEY = "admitted"  # in a job's JSON form: what admit checked (admission)
 
 
 def rank_name(job: str, rank: int) -> str:
@@ -189,9 +194,8 @@ def check_secrets(job: Job, available: Iterable[Any]) -> None:
         )
 
 
-
 def admit(job: Job, secret_names: Optional[Iterable[Any]] = None) -> Job:
-    """The run policy's gate, applied once to each job a task takes: raise
+    """The run policy's gate, applied once to each job of a run: raise
     FuzzfileError unless its host names fit and it can run here
     (``check_rank_names``, ``require_runnable``) and, when ``secret_names``
     is given, every secret it references is among them (``check_secrets``)."""
@@ -200,3 +204,31 @@ def admit(job: Job, secret_names: Optional[Iterable[Any]] = None) -> Job:
     if secret_names is not None:
         check_secrets(job, secret_names)
     return job
+
+
+def admission(job: Job, secret_names: Optional[Iterable[Any]] = None) -> Dict[str, Any]:
+    """The record of ``admit(job, secret_names)`` having passed, for the
+    job's JSON form: the digest of the job admitted, and the secret names
+    its references were checked against (None: not checked)."""
+    names = None if secret_names is None else sorted(
+        {name for name in secret_names if isinstance(name, str)})
+    return {"job": _digest(job), "secret_names": names}
+
+
+def admit_once(job: Job, record: Any, secret_names: Optional[Iterable[Any]] = None) -> Job:
+    """``admit``, unless ``record`` (``admission``) shows that this very job
+    was admitted already in this run; then only references not checked yet
+    are: when ``secret_names`` lack a name the admission had, or it had none.
+    A job changed since its admission, or without a record, is admitted."""
+    if not isinstance(record, Mapping) or record.get("job") != _digest(job):
+        return admit(job, secret_names)
+    checked = record.get("secret_names")
+    if secret_names is not None:
+        given = {name for name in secret_names if isinstance(name, str)}
+        if not isinstance(checked, list) or not set(checked) <= given:
+            check_secrets(job, given)
+    return job
+
+
+def _digest(job: Job) -> str:
+    return hashlib.sha256(json.dumps(job.to_dict(), sort_keys=True).encode()).hexdigest()
