@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Dict, List, Mapping, Sequence, Tuple
+from functools import partial
+from typing import Any, Callable, Dict, List, Mapping, Sequence, Tuple
 
 from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.errors import FuzzfileError
 from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.graph import (
@@ -37,6 +38,7 @@ from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.model imp
     DERIVED_JOB_KEYS,
     Dependency,
     Job,
+    TaskArray,
     Workflow,
     _task_array,
 )
@@ -66,34 +68,26 @@ from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.values im
 
 
 def load_job(data: Any, path: str = "job") -> Job:
-    """A Job from its JSON form, every field checked."""
+    """A Job from its JSON form, every field checked, in ``_JOB_FIELDS``'
+    order (the first bad field is the one named)."""
     data = {key: value for key, value in _mapping(data, path).items() if key != ADMISSION_KEY}
     fields = [f.name for f in dataclasses.fields(Job)]
     _check_keys(data, path, fields + list(DERIVED_JOB_KEYS))
+    values: Dict[str, Any] = {}
+    for key, validate, default in _JOB_FIELDS:
+        value = data.get(key) if default is _REQUIRED else data.get(key, default)
+        if value is None and default is None:
+            values[key] = None  # an optional field left out (or null)
+        else:
+            values[key] = validate(value, _join(path, key))
+        check = _CHECKS_AFTER.get(key)
+        if check is not None:
+            check(values, path)
+    return Job(**values)
 
-    def get(key: str, default: Any = None) -> Any:
-        return data.get(key, default)
 
-    def sub(key: str) -> str:
-        return _join(path, key)
-
-    name = validate_job_name(get("name"), sub("name"))
-    kind = _choice(get("kind", "job"), sub("kind"), KINDS)
-    image_uri = _string(get("image_uri"), sub("image_uri"), nonempty=True)
-    command = get("command")
-    script = get("script")
-    if command is not None:
-        command = _string_list(command, sub("command"), nonempty=True)
-    if script is not None:
-        script = _string(script, sub("script"), nonempty=True)
-    if (command is not None and script is not None) or (
-        kind == "job" and command is None and script is None
-    ):
-        raise FuzzfileError("%s: needs exactly one of command and script" % path)
-    args = _string_list(get("args", []), sub("args"))
-
-    env_path = sub("env")
-    raw_env = get("env", [])
+def _env_form(raw_env: Any, env_path: str) -> List[Tuple[str, str]]:
+    """``env`` as ``[[key, value], ...]`` (or a mapping), deduplicated."""
     pairs: List[Tuple[str, str]] = []
     if isinstance(raw_env, Mapping):
         for key, value in raw_env.items():
@@ -111,36 +105,13 @@ def load_job(data: Any, path: str = "job") -> Job:
         raise FuzzfileError(
             "%s: must be a list of [key, value] pairs, got %s" % (env_path, _show(raw_env))
         )
+    return _dedupe_env(pairs)
 
-    cwd = get("cwd")
-    if cwd is not None:
-        cwd = _abs_path(cwd, sub("cwd"))
-    cores = get("cores")
-    if cores is not None:
-        cores = _positive_int(cores, sub("cores"))
-    affinity = get("affinity")
-    if affinity is not None:
-        affinity = _choice(affinity, sub("affinity"), AFFINITIES)
-    memory_bytes = get("memory_bytes")
-    if memory_bytes is not None:
-        memory_bytes = _positive_int(memory_bytes, sub("memory_bytes"), SIZE_MAX)
-    nodes = _positive_int(get("nodes", 1), sub("nodes"))
-    implementation = get("implementation")
-    if implementation is not None:
-        implementation = _choice(implementation, sub("implementation"), IMPLEMENTATIONS)
-    procs = get("procs_per_node")
-    if procs is not None:
-        procs = _positive_int(procs, sub("procs_per_node"))
-    if implementation is None and (nodes != 1 or procs is not None):
-        raise FuzzfileError(
-            "%s: a job without a multinode implementation runs on 1 node without "
-            "procs_per_node, got nodes=%s, procs_per_node=%s" % (path, nodes, _show(procs))
-        )
-    unsupported = _string_list(get("unsupported", []), sub("unsupported"))
 
+def _dependencies_form(value: Any, path: str) -> List[Dependency]:
     depends_on: List[Dependency] = []
-    for index, item in enumerate(_list(get("depends_on", []), sub("depends_on"))):
-        item_path = "%s[%d]" % (sub("depends_on"), index)
+    for index, item in enumerate(_list(value, path)):
+        item_path = "%s[%d]" % (path, index)
         item = _mapping(item, item_path, "a mapping with 'name' and 'status'")
         _check_keys(item, item_path, ("name", "status"))
         depends_on.append(
@@ -149,89 +120,90 @@ def load_job(data: Any, path: str = "job") -> Job:
                 _choice(item.get("status"), _join(item_path, "status"), DEPENDENCY_STATUSES),
             )
         )
-    _check_unique(depends_on, sub("depends_on"))
+    _check_unique(depends_on, path)
+    return depends_on
 
-    timeout = get("timeout_seconds")
-    if timeout is not None:
-        if (
-            not isinstance(timeout, (int, float))
-            or isinstance(timeout, bool)
-            or not math.isfinite(timeout)
-            or timeout <= 0
-        ):
-            raise FuzzfileError(
-                "%s: must be a number of seconds > 0, got %s"
-                % (sub("timeout_seconds"), _show(timeout))
-            )
-        timeout = float(timeout)
 
-    task_array = get("task_array")
-    if task_array is not None:
-        task_path = sub("task_array")
-        raw = _mapping(task_array, task_path)
-        _check_keys(raw, task_path, ("start", "end", "concurrency"))
-        task_array = _task_array(raw.get("start"), raw.get("end"), raw.get("concurrency"),
-                                 task_path)
+def _seconds(timeout: Any, path: str) -> float:
+    if (
+        not isinstance(timeout, (int, float))
+        or isinstance(timeout, bool)
+        or not math.isfinite(timeout)
+        or timeout <= 0
+    ):
+        raise FuzzfileError("%s: must be a number of seconds > 0, got %s" % (path, _show(timeout)))
+    return float(timeout)
 
-    files = _path_map(get("files", {}), sub("files"))
-    mounts = _path_map(get("mounts", {}), sub("mounts"))
-    devices = _devices(get("devices", {}), sub("devices"))
-    persist = get("persist")
-    if persist is not None:
-        persist = _bool(persist, sub("persist"))
-    image_secret = get("image_secret")
-    if image_secret is not None:
-        image_secret = _string(image_secret, sub("image_secret"))
-    cpu_threads = get("cpu_threads")
-    if cpu_threads is not None:
-        cpu_threads = _bool(cpu_threads, sub("cpu_threads"))
-    cpu_sockets = get("cpu_sockets")
-    if cpu_sockets is not None:
-        cpu_sockets = _positive_int(cpu_sockets, sub("cpu_sockets"))
-    retry = get("retry_attempts")
-    if retry is not None:
-        retry = _int_at_least(retry, sub("retry_attempts"), 0)
-    restart = get("restart")
-    if restart is not None:
-        restart = _choice(restart, sub("restart"), RESTART_POLICIES)
 
-    return Job(
-        name=name,
-        image_uri=image_uri,
-        command=command,
-        script=script,
-        args=args,
-        env=_dedupe_env(pairs),
-        cwd=cwd,
-        cores=cores,
-        affinity=affinity,
-        memory_bytes=memory_bytes,
-        nodes=nodes,
-        implementation=implementation,
-        procs_per_node=procs,
-        unsupported=unsupported,
-        kind=kind,
-        depends_on=depends_on,
-        timeout_seconds=timeout,
-        task_array=task_array,
-        files=files,
-        mounts=mounts,
-        memory_by_core=_bool(get("memory_by_core", False), sub("memory_by_core")),
-        image_secret=image_secret,
-        cpu_threads=cpu_threads,
-        cpu_sockets=cpu_sockets,
-        devices=devices,
-        exclusive=_bool(get("exclusive", False), sub("exclusive")),
-        resource_annotations=_string_map(
-            get("resource_annotations", {}), sub("resource_annotations")
-        ),
-        retry_attempts=retry,
-        restart=restart,
-        network_isolated=_bool(get("network_isolated", False), sub("network_isolated")),
-        expose_tcp=_ports(get("expose_tcp", []), sub("expose_tcp")),
-        expose_udp=_ports(get("expose_udp", []), sub("expose_udp")),
-        persist=persist,
-    )
+def _task_array_form(value: Any, path: str) -> TaskArray:
+    raw = _mapping(value, path)
+    _check_keys(raw, path, ("start", "end", "concurrency"))
+    return _task_array(raw.get("start"), raw.get("end"), raw.get("concurrency"), path)
+
+
+def _one_of_command_and_script(values: Mapping[str, Any], path: str) -> None:
+    command, script = values["command"], values["script"]
+    if (command is not None and script is not None) or (
+        values["kind"] == "job" and command is None and script is None
+    ):
+        raise FuzzfileError("%s: needs exactly one of command and script" % path)
+
+
+def _single_node_unless_multinode(values: Mapping[str, Any], path: str) -> None:
+    nodes, procs = values["nodes"], values["procs_per_node"]
+    if values["implementation"] is None and (nodes != 1 or procs is not None):
+        raise FuzzfileError(
+            "%s: a job without a multinode implementation runs on 1 node without "
+            "procs_per_node, got nodes=%s, procs_per_node=%s" % (path, nodes, _show(procs))
+        )
+
+
+_REQUIRED = object()  # a field's default: none, the field must be there
+
+# Every field of the JSON form: (key, validator, default), in the order they
+# are checked. A default of None makes the field optional (null or left out
+# stays None); any other default stands in for a missing key, and is checked.
+_JOB_FIELDS: Tuple[Tuple[str, Callable[[Any, str], Any], Any], ...] = (
+    ("name", validate_job_name, _REQUIRED),
+    ("kind", partial(_choice, choices=KINDS), "job"),
+    ("image_uri", partial(_string, nonempty=True), _REQUIRED),
+    ("command", partial(_string_list, nonempty=True), None),
+    ("script", partial(_string, nonempty=True), None),
+    ("args", _string_list, []),
+    ("env", _env_form, []),
+    ("cwd", _abs_path, None),
+    ("cores", _positive_int, None),
+    ("affinity", partial(_choice, choices=AFFINITIES), None),
+    ("memory_bytes", partial(_positive_int, maximum=SIZE_MAX), None),
+    ("nodes", _positive_int, 1),
+    ("implementation", partial(_choice, choices=IMPLEMENTATIONS), None),
+    ("procs_per_node", _positive_int, None),
+    ("unsupported", _string_list, []),
+    ("depends_on", _dependencies_form, []),
+    ("timeout_seconds", _seconds, None),
+    ("task_array", _task_array_form, None),
+    ("files", _path_map, {}),
+    ("mounts", _path_map, {}),
+    ("devices", _devices, {}),
+    ("persist", _bool, None),
+    ("image_secret", _string, None),
+    ("cpu_threads", _bool, None),
+    ("cpu_sockets", _positive_int, None),
+    ("retry_attempts", partial(_int_at_least, minimum=0), None),
+    ("restart", partial(_choice, choices=RESTART_POLICIES), None),
+    ("memory_by_core", _bool, False),
+    ("exclusive", _bool, False),
+    ("resource_annotations", _string_map, {}),
+    ("network_isolated", _bool, False),
+    ("expose_tcp", _ports, []),
+    ("expose_udp", _ports, []),
+)
+
+# Checks across fields, each made once the fields it reads are checked.
+_CHECKS_AFTER: Dict[str, Callable[[Mapping[str, Any], str], None]] = {
+    "script": _one_of_command_and_script,
+    "procs_per_node": _single_node_unless_multinode,
+}
 
 
 def _check_unique(depends_on: Sequence[Dependency], path: str) -> None:

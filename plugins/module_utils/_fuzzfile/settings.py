@@ -15,7 +15,8 @@ its version's form."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Dict, List, Mapping, Sequence, Tuple
+from functools import partial
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.errors import FuzzfileError
 from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.keys import (
@@ -179,50 +180,50 @@ def _mount_points(mounts: Mapping[str, Tuple[str, str, str]]) -> Dict[str, str]:
     return result
 
 
+# A resource setting: (its key, the key it gets in the result, its validator,
+# the NOTE it adds when set (None: none), whether only a true value adds it).
+_Setting = Tuple[str, str, Callable[[Any, str], Any], Optional[str], bool]
+
+# resource's settings by section (None: resource itself, whose keys are
+# checked first), in the order they are checked and noted.
+_RESOURCE_SETTINGS: Tuple[Tuple[Optional[str], Sequence[str], Tuple[_Setting, ...]], ...] = (
+    ("cpu", CPU_KEYS, (
+        ("cores", "cores", _positive_int, None, False),
+        ("affinity", "affinity", partial(_choice, choices=AFFINITIES), None, False),
+        ("threads", "threads", _bool, "cpu.threads", False),
+        ("sockets", "sockets", _positive_int, "cpu.sockets", False),
+    )),
+    ("memory", MEMORY_KEYS, (
+        ("size", "memory_bytes", parse_memory_size, None, False),
+        ("by-core", "by_core", _bool, None, False),
+    )),
+    (None, RESOURCE_KEYS, (
+        ("devices", "devices", _devices, "devices", True),
+        ("exclusive", "exclusive", _bool, "exclusive", True),
+        ("annotations", "annotations", _string_map, "resource.annotations", True),
+    )),
+)
+
+
 def _parse_resource(value: Any, path: str, notes: List[str]) -> Dict[str, Any]:
     data = _mapping(value, path)
     _check_keys(data, path, RESOURCE_KEYS)
     resource: Dict[str, Any] = {}
-    cpu_path = _join(path, "cpu")
-    cpu = _section(data, "cpu", path)
-    if cpu is not None:
-        _check_keys(cpu, cpu_path, CPU_KEYS)
-        if cpu.get("cores") is not None:
-            resource["cores"] = _positive_int(cpu["cores"], _join(cpu_path, "cores"))
-        if cpu.get("affinity") is not None:
-            resource["affinity"] = _choice(
-                cpu["affinity"], _join(cpu_path, "affinity"), AFFINITIES
-            )
-        if cpu.get("threads") is not None:
-            resource["threads"] = _bool(cpu["threads"], _join(cpu_path, "threads"))
-            notes.append("%s: %s" % (_join(cpu_path, "threads"), NOTE["cpu.threads"]))
-        if cpu.get("sockets") is not None:
-            resource["sockets"] = _positive_int(cpu["sockets"], _join(cpu_path, "sockets"))
-            notes.append("%s: %s" % (_join(cpu_path, "sockets"), NOTE["cpu.sockets"]))
-    memory_path = _join(path, "memory")
-    memory = _section(data, "memory", path)
-    if memory is not None:
-        _check_keys(memory, memory_path, MEMORY_KEYS)
-        if memory.get("size") is not None:
-            resource["memory_bytes"] = parse_memory_size(
-                memory["size"], _join(memory_path, "size")
-            )
-        if memory.get("by-core") is not None:
-            resource["by_core"] = _bool(memory["by-core"], _join(memory_path, "by-core"))
-    if data.get("devices") is not None:
-        devices_path = _join(path, "devices")
-        resource["devices"] = _devices(data["devices"], devices_path)
-        if resource["devices"]:
-            notes.append("%s: %s" % (devices_path, NOTE["devices"]))
-    if data.get("exclusive") is not None:
-        resource["exclusive"] = _bool(data["exclusive"], _join(path, "exclusive"))
-        if resource["exclusive"]:
-            notes.append("%s: %s" % (_join(path, "exclusive"), NOTE["exclusive"]))
-    if data.get("annotations") is not None:
-        annotations_path = _join(path, "annotations")
-        resource["annotations"] = _string_map(data["annotations"], annotations_path)
-        if resource["annotations"]:
-            notes.append("%s: %s" % (annotations_path, NOTE["resource.annotations"]))
+    for section, section_keys, settings in _RESOURCE_SETTINGS:
+        values, section_path = data, path
+        if section is not None:
+            found = _section(data, section, path)
+            if found is None:
+                continue
+            values, section_path = found, _join(path, section)
+            _check_keys(values, section_path, section_keys)
+        for key, name, validate, note, only_if_true in settings:
+            if values.get(key) is None:
+                continue
+            key_path = _join(section_path, key)
+            resource[name] = validate(values[key], key_path)
+            if note is not None and (resource[name] or not only_if_true):
+                notes.append("%s: %s" % (key_path, NOTE[note]))
     return resource
 
 
