@@ -723,3 +723,64 @@ def test_the_same_job_started_twice_at_once_runs_once_and_refuses_the_second(tmp
         unregister("twice")
         for node in NODES:
             docker("exec", node, "rm", "-f", go)
+
+
+def lease_seconds():
+    """claims.LEASE_SECONDS, read from the runtime's source (stdlib only)."""
+    sys.path.insert(0, str(PROJECT / "files" / "multinode-runtime"))
+    try:
+        from multinode_runtime.claims import LEASE_SECONDS
+    finally:
+        sys.path.pop(0)
+    return LEASE_SECONDS
+
+
+def test_a_run_keeps_its_idle_workers_longer_than_the_claim_lease(tmp_path):
+    """A long job whose workers run nothing for longer than a claim's lease
+    (only the head supervisor's lifeline is there): a second run started
+    after the lease has passed is still refused on every node, and the first
+    run's wrapper calls afterwards still reach its workers, so it finishes
+    with its complete log. (About LEASE_SECONDS of wall time: the lease is
+    waited out for real, as a user's long job would.)"""
+    go = "/tmp/fmn-lease-go"  # the first run's rank 0 goes on when it is on the head
+    docker("exec", HEAD, "rm", "-f", go)
+    (tmp_path / "first").mkdir()
+    first = StartedJob("lease.yml", tmp_path / "first")
+    try:
+        first.wait_until_running([HEAD])  # its first wrapper calls are done
+        # The claims on the workers were written (prepare) before the head
+        # ran: from now on, LEASE_SECONDS and a margin take them past it.
+        idle_until = time.monotonic() + lease_seconds() + 5
+        while time.monotonic() < idle_until:
+            assert processes_on_all_nodes([WORKER, THIRD]) == {WORKER: [], THIRD: []}  # idle
+            assert first.proc.poll() is None, first.output()[-6000:]
+            time.sleep(min(10, max(0, idle_until - time.monotonic())))
+        second = run_job("lease.yml", tmp_path / "second")
+        assert first.proc.poll() is None, first.output()[-6000:]  # still running
+        docker("exec", HEAD, "touch", go)
+        first_id = shown_run_id(first.output())
+        second_id = shown_run_id(second.output)
+        assert second.rc != 0, second
+        message = " ".join(second.failure_message().split())
+        for node in NODES:
+            assert ("job lease is already running on %s as run %s; run %s does not start it again "
+                    "(wait for that run to end)" % (node, first_id, second_id)) in message, second
+        assert second.log() == "" and not (tmp_path / "second" / "lease").exists(), second
+        assert first.proc.wait(timeout=240) == 0, first.output()[-6000:]
+        log = first.log().splitlines()
+        for rank in range(3):
+            assert "lease-%d run=%s" % (rank, first_id) in log, first.log()
+            assert "lease-%d done" % rank in log, first.log()
+        assert "job lease FINISHED" in " ".join(first.output().split())
+        assert processes_on_all_nodes() == NO_PROCESSES
+        assert nodes_where_registered("lease") == []
+    finally:
+        docker("exec", HEAD, "touch", go)  # whatever failed above: the job ends, and nothing of it stays
+        if first.proc.poll() is None:
+            try:
+                first.proc.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                pass
+        first.stop()
+        unregister("lease")
+        docker("exec", HEAD, "rm", "-f", go)
