@@ -129,6 +129,10 @@ def call_rank(spec, target, request):
     ssh = subprocess.Popen(transport_command(spec, target, request),
                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE)
+    if request.get("forward"):
+        # Forwarded output moves in large chunks. Only then: the job user's
+        # pipes count against its limit of pipe memory.
+        widen_pipe(ssh.stdout.fileno())
     status, error, ssh_errors = relay(ssh)
     where = "rank %d (%s on %s)" % (target.rank, target.name, target.node)
     lost = status is None
@@ -156,7 +160,6 @@ def relay(ssh):
     status = error = None
     ssh_errors = b""
     frames_fd, chatter_fd = ssh.stdout.fileno(), ssh.stderr.fileno()
-    widen_pipe(frames_fd)  # forwarded output moves in large chunks
     watched = [frames_fd, chatter_fd]
     while frames_fd in watched:
         for fd in select.select(watched, [], [])[0]:
