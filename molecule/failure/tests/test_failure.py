@@ -679,6 +679,46 @@ def shown_run_id(output):
     return found.pop()
 
 
+def check_refused_and_left_alone(first, second, second_logs):
+    """A second run of first's 3-node job, after `go` was put where first's
+    ranks wait for it: refused on every node, naming first's run, before it
+    wrote anything; first finishes with every rank's lines (`<job>-<rank>
+    run=<run id>`, `<job>-<rank> done`) and leaves nothing behind."""
+    job = first.job
+    first_id = shown_run_id(first.output())
+    second_id = shown_run_id(second.output)
+    assert second.rc != 0, second
+    message = " ".join(second.failure_message().split())
+    for node in NODES:
+        assert ("job %s is already running on %s as run %s; run %s does not start it again "
+                "(wait for that run to end)" % (job, node, first_id, second_id)) in message, second
+    assert second.log() == "" and not (second_logs / job).exists(), second
+    assert first.proc.wait(timeout=240) == 0, first.output()[-6000:]
+    log = first.log().splitlines()
+    for rank in range(3):
+        assert "%s-%d run=%s" % (job, rank, first_id) in log, first.log()
+        assert "%s-%d done" % (job, rank) in log, first.log()
+    assert "job %s FINISHED" % job in " ".join(first.output().split())
+    assert processes_on_all_nodes() == NO_PROCESSES
+    assert nodes_where_registered(job) == []
+
+
+def end_and_unregister(first, go, nodes):
+    """Whatever failed: first's job ends (`go` on `nodes`), and nothing of it
+    stays, so later tests judge their own jobs."""
+    for node in nodes:
+        docker("exec", node, "touch", go)
+    if first.proc.poll() is None:
+        try:
+            first.proc.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            pass
+    first.stop()
+    unregister(first.job)
+    for node in nodes:
+        docker("exec", node, "rm", "-f", go)
+
+
 def test_the_same_job_started_twice_at_once_runs_once_and_refuses_the_second(tmp_path):
     """As a user would: the same Fuzzfile again while it runs. The first run
     keeps its workers, its output and its result; the second is refused on
@@ -695,34 +735,9 @@ def test_the_same_job_started_twice_at_once_runs_once_and_refuses_the_second(tmp
         assert first.proc.poll() is None, first.output()[-6000:]  # still running
         for node in NODES:
             docker("exec", node, "touch", go)
-        first_id = shown_run_id(first.output())
-        second_id = shown_run_id(second.output)
-        assert second.rc != 0, second
-        message = " ".join(second.failure_message().split())
-        for node in NODES:
-            assert ("job twice is already running on %s as run %s; run %s does not start it again "
-                    "(wait for that run to end)" % (node, first_id, second_id)) in message, second
-        assert second.log() == "" and not (tmp_path / "second" / "twice").exists(), second
-        assert first.proc.wait(timeout=240) == 0, first.output()[-6000:]
-        log = first.log().splitlines()
-        for rank in range(3):
-            assert "twice-%d run=%s" % (rank, first_id) in log, first.log()
-            assert "twice-%d done" % rank in log, first.log()
-        assert "job twice FINISHED" in " ".join(first.output().split())
-        assert processes_on_all_nodes() == NO_PROCESSES
-        assert nodes_where_registered("twice") == []
+        check_refused_and_left_alone(first, second, tmp_path / "second")
     finally:
-        for node in NODES:  # whatever failed above: the job ends, and nothing of it stays
-            docker("exec", node, "touch", go)
-        if first.proc.poll() is None:
-            try:
-                first.proc.wait(timeout=120)
-            except subprocess.TimeoutExpired:
-                pass
-        first.stop()
-        unregister("twice")
-        for node in NODES:
-            docker("exec", node, "rm", "-f", go)
+        end_and_unregister(first, go, NODES)  # whatever failed above
 
 
 def lease_seconds():
@@ -758,29 +773,6 @@ def test_a_run_keeps_its_idle_workers_longer_than_the_claim_lease(tmp_path):
         second = run_job("lease.yml", tmp_path / "second")
         assert first.proc.poll() is None, first.output()[-6000:]  # still running
         docker("exec", HEAD, "touch", go)
-        first_id = shown_run_id(first.output())
-        second_id = shown_run_id(second.output)
-        assert second.rc != 0, second
-        message = " ".join(second.failure_message().split())
-        for node in NODES:
-            assert ("job lease is already running on %s as run %s; run %s does not start it again "
-                    "(wait for that run to end)" % (node, first_id, second_id)) in message, second
-        assert second.log() == "" and not (tmp_path / "second" / "lease").exists(), second
-        assert first.proc.wait(timeout=240) == 0, first.output()[-6000:]
-        log = first.log().splitlines()
-        for rank in range(3):
-            assert "lease-%d run=%s" % (rank, first_id) in log, first.log()
-            assert "lease-%d done" % rank in log, first.log()
-        assert "job lease FINISHED" in " ".join(first.output().split())
-        assert processes_on_all_nodes() == NO_PROCESSES
-        assert nodes_where_registered("lease") == []
+        check_refused_and_left_alone(first, second, tmp_path / "second")
     finally:
-        docker("exec", HEAD, "touch", go)  # whatever failed above: the job ends, and nothing of it stays
-        if first.proc.poll() is None:
-            try:
-                first.proc.wait(timeout=120)
-            except subprocess.TimeoutExpired:
-                pass
-        first.stop()
-        unregister("lease")
-        docker("exec", HEAD, "rm", "-f", go)
+        end_and_unregister(first, go, [HEAD])  # whatever failed above
