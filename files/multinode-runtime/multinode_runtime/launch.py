@@ -72,6 +72,8 @@ def serve_call(spec, node, request, out, user=None):
     try:
         if request.get("job") != spec.job:
             raise RuntimeFailure("a call of job %r on the channel of job %s" % (request.get("job"), spec.job))
+        if not (request.get("task") is True or isinstance(request.get("command"), str)):
+            raise RuntimeFailure("malformed launch request")
         check_request_run(spec, request, node)
         rank = spec.rank_numbered(request.get("rank"))
         if rank is None or rank.node != node:
