@@ -4,6 +4,9 @@ sshd runs `launch` as the cluster key's forced command (in local mode the
 head's launch socket serves it instead, local_socket.py). The request comes
 as the ssh command; stdin is the lifeline (when it closes, everything the
 call started is stopped); stdout carries the frames back to the wrapper.
+The head supervisor's `hold` session is the job's channel to this node:
+the head's agent sends its calls over it, each run in a forked child of the
+hold with the same Launch (channel.py).
 """
 
 import json
