@@ -231,3 +231,15 @@ def test_agent_cancels_the_call_of_a_client_killed_before_its_answer(head):
     assert stand_in.cancelled == [call.id]
     assert not the_agent.calls and not the_agent.calls_in_flight()
     os.close(reply)
+
+
+def test_a_reply_fifo_of_a_client_gone_before_it_asked_is_no_call_in_flight(head):
+    the_agent, stand_in, client = head
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+    os.mkfifo(os.path.join(the_agent.directory, "%d.reply" % pid))
+    assert not the_agent.calls_in_flight()
+    os.mkfifo(os.path.join(the_agent.directory, "%d.reply" % os.getpid()))
+    assert the_agent.calls_in_flight()

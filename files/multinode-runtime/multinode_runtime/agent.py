@@ -90,12 +90,15 @@ class Agent:
         os.chown(self.directory, self.user.pw_uid, self.user.pw_gid)
 
     def calls_in_flight(self):
-        """Whether a call through the agent is still being made (its
-        client's reply FIFO is there until the client ends)."""
+        """Whether a call through the agent is still being made: its
+        client's reply FIFO is there until the client ends (one left by a
+        client killed before it asked does not count)."""
         try:
-            return any(name.endswith(".reply") for name in os.listdir(self.directory))
+            names = os.listdir(self.directory)
         except OSError:
             return False
+        return any(name.endswith(".reply") and name[:-6].isdigit()
+                   and os.path.exists("/proc/" + name[:-6]) for name in names)
 
     def stop(self):
         """After the teardown's kill: the agent is gone, and so is its
@@ -144,6 +147,8 @@ class Agent:
                     else:
                         self.readable(fd)
         finally:
+            if requests is not None:  # later clients take the slow path
+                self.unlink(os.path.join(self.directory, registry.AGENT_REQUESTS))
             for call in self.calls.values():
                 if not call.answered and call.node in self.channels:
                     self.channels[call.node].cancel(call.id)
@@ -187,13 +192,23 @@ class Agent:
         argv_fd = self.open_own(base + "argv", stat.S_ISREG, os.O_RDONLY)
         try:
             pidfd = os.pidfd_open(pid)
-        except OSError:
-            os.close(reply_fd)
+        except OSError:  # the client is gone already
+            for fd in (reply_fd, argv_fd):
+                if fd is not None:
+                    os.close(fd)
             self.unlink(base + "reply")
+            self.unlink(base + "argv")
             return
         call = Call(self.next_id, pid, pidfd, reply_fd)
         self.next_id += 1
         self.calls[call.id] = call
+        try:
+            return self.make(call, argv_fd, name, base)
+        except Exception as exc:  # the client must get an answer, the agent go on
+            return self.answer(call, "255 %s: the job's agent failed: %s" % (PROG, exc))
+
+    def make(self, call, argv_fd, name, base):
+        """What the Python wrapper does for its call, up to sending it."""
         args = None
         if argv_fd is not None:
             with os.fdopen(argv_fd, "rb") as handle:
@@ -216,7 +231,7 @@ class Agent:
             return self.answer(call, "slow")
         call.node = call.target.node
         call.record = {"rank": call.target.rank, "start": time.time()}
-        record_call(self.spec.job, call.record, pid)
+        record_call(self.spec.job, call.record, call.pid)
         channel.start(call.id, {"job": self.spec.job, "run": self.spec.run, "rank": call.target.rank,
                                 "command": " ".join(words), "forward": False})
         return None
