@@ -16,11 +16,12 @@ import os
 from . import registry
 
 
-def record_call(job, record):
-    """Write, or rewrite, the record of this process's call. Best effort: a
-    missing record only makes the job's summary say less."""
+def record_call(job, record, caller=None):
+    """Write, or rewrite, the record of this process's call (or of the call
+    of process `caller`, which the head's agent makes for it). Best effort:
+    a missing record only makes the job's summary say less."""
     path = os.path.join(registry.job_path(job, registry.CALLS_DIR),
-                        "%.6f-%d.json" % (record["start"], os.getpid()))
+                        "%.6f-%d.json" % (record["start"], caller or os.getpid()))
     try:
         registry.write_file(path + ".tmp", json.dumps(record), 0o600)
         os.rename(path + ".tmp", path)

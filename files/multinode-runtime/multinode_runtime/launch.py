@@ -4,6 +4,9 @@ sshd runs `launch` as the cluster key's forced command (in local mode the
 head's launch socket serves it instead, local_socket.py). The request comes
 as the ssh command; stdin is the lifeline (when it closes, everything the
 call started is stopped); stdout carries the frames back to the wrapper.
+The head supervisor's `hold` session is the job's channel to this node:
+the head's agent sends its calls over it, each run in a forked child of the
+hold with the same Launch (channel.py).
 """
 
 import json
@@ -12,6 +15,7 @@ import select
 import subprocess
 
 from . import registry
+from .channel import ForkedCalls, serve_channel
 from .claims import touch_claim
 from .errors import RuntimeFailure
 from .inputs import job_command, job_cwd, job_environment, job_user
@@ -54,17 +58,33 @@ def serve_launch(original):
         node = registry.this_node(spec.job)
         check_request_run(spec, request, node)
         if request.get("hold"):
-            return hold(spec, out)
+            return hold(spec, node, out)
         if request.get("cleanup"):
             records = stop_on_request(spec, bool(request.get("unregister")))
             send_frame(out, FRAME_STDOUT, json.dumps(records).encode())
             send_frame(out, FRAME_EXIT, b"0")
             return 0
-        rank = spec.rank_numbered(request["rank"])
+    except RuntimeFailure as exc:
+        send_frame(out, FRAME_ERROR, str(exc).encode())
+        send_frame(out, FRAME_EXIT, b"255")
+        return 0
+    return serve_call(spec, node, request, out)
+
+
+def serve_call(spec, node, request, out, user=None):
+    """One call for a rank on this node: its frames on `out`, the last one
+    its exit status; stdin is its lifeline."""
+    try:
+        if request.get("job") != spec.job:
+            raise RuntimeFailure("a call of job %r on the channel of job %s" % (request.get("job"), spec.job))
+        if not (request.get("task") is True or isinstance(request.get("command"), str)):
+            raise RuntimeFailure("malformed launch request")
+        check_request_run(spec, request, node)
+        rank = spec.rank_numbered(request.get("rank"))
         if rank is None or rank.node != node:
             raise RuntimeFailure("rank %r of job %s does not run on node %s" % (
-                request["rank"], spec.job, node))
-        status = Launch(spec, rank, request).run()
+                request.get("rank"), spec.job, node))
+        status = Launch(spec, rank, request, user).run()
     except RuntimeFailure as exc:
         send_frame(out, FRAME_ERROR, str(exc).encode())
         status = 255
@@ -81,17 +101,19 @@ def check_request_run(spec, request, node):
             spec.job, node, spec.run or "(no id)", request.get("run") or "(no id)"))
 
 
-def hold(spec, out):
+def hold(spec, node, out):
     """The head supervisor's lifeline to this node: a process of the job for
     as long as the supervisor's connection is open, so the run's claim here
     stays live while the job runs (claims.py), also when no wrapper call is
-    running on this node. Answers READY once in place; ends when the
-    connection closes, or when the job's teardown stops it."""
+    running on this node. Answers READY once in place, then carries the
+    job's wrapper calls to this node (channel.py) until the connection
+    closes, or the job's teardown stops it."""
     namespace = enter_rank_namespace(spec.job, spec.job)
+    user = job_user(spec)  # once for every call
     try:
         send_frame(out, FRAME_STDOUT, READY)
-        while os.read(0, 1 << 16):
-            pass
+        calls = ForkedCalls(lambda request: serve_call(spec, node, request, 1, user))
+        serve_channel(calls, 0, out)
     finally:
         touch_claim(spec.job)  # the run's play cleans up next: keep its claim
         release_namespace(spec.job, namespace)
@@ -104,9 +126,9 @@ class Launch:
     host name as the job user; its output goes to the rank log and, when
     forwarding is on, back to the wrapper; ssh's stdin is the lifeline."""
 
-    def __init__(self, spec, rank, request):
+    def __init__(self, spec, rank, request, user=None):
         self.spec, self.rank, self.request = spec, rank, request
-        self.user = job_user(spec)
+        self.user = user or job_user(spec)
 
     def run(self):
         job = self.spec.job
@@ -171,13 +193,18 @@ class Launch:
             for pid, status in reap_children().items():
                 if pid == child.pid:
                     child_status = exit_status(status)
+        # Its output ended; wait for its exit (readable pidfd: not polled,
+        # a fast call does not wait for a poll interval).
+        exited = os.pidfd_open(child.pid) if child_status is None else None
         while child_status is None:
-            if 0 in select.select([0], [], [], POLL_SECONDS)[0] and not os.read(0, 1 << 16):
+            if 0 in select.select([0, exited], [], [], POLL_SECONDS * 20)[0] and not os.read(0, 1 << 16):
                 kill_job_processes({namespace}, self.spec.kill_grace, self.user)
                 return 255
             for pid, status in reap_children().items():
                 if pid == child.pid:
                     child_status = exit_status(status)
+        if exited is not None:
+            os.close(exited)
         child.returncode = child_status
         os.close(log_fd)
         return child_status

@@ -39,6 +39,9 @@ SECRETS_FILE = "secrets.json"     # the job's secret values (root only)
 CREATED_FILE = "created.json"     # what prepare created for the job's files
 CGROUPS_FILE = "cgroups"          # the job's memory cgroups
 LOCAL_SOCKET = "launch.sock"      # local mode: the head's launch socket
+# The head's agent (agent.py); files/ssh-wrapper names the same paths.
+AGENT_DIR = "agent"
+AGENT_REQUESTS = "requests"       # in AGENT_DIR: the agent's request FIFO
 RESULT_FILE = "result.json"       # the head supervisor's result
 HEARTBEAT_FILE = "heartbeat"      # touched by every poll of the controller
 CANCEL_FILE = "cancel"            # the controller's cancel request

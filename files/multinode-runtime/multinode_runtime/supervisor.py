@@ -8,17 +8,16 @@ the job's directory.
 
 import json
 import os
-import select
 import signal
 import subprocess
 import time
 
 from . import registry
+from .agent import Agent
 from .calls import rank_outcomes, read_call_records
 from .claims import touch_claim
 from .errors import PROG, RuntimeFailure
-from .inputs import forget_secrets, job_command, job_cwd, job_environment, job_user, rank_environment
-from .local_socket import start_local_launcher
+from .inputs import forget_secrets, job_command, job_cwd, job_environment, job_user
 from .processes import (
     POLL_SECONDS,
     become_subreaper,
@@ -27,18 +26,14 @@ from .processes import (
     enter_rank_namespace,
     exit_status,
     kill_job_processes,
-    last_line,
     reap_children,
     recorded_namespaces,
-    send_signal,
     spawn_as,
 )
 from .resources import bind_cpus, limit_memory
 from .teardown import clean_nodes
-from .transport import ssh_command
-from .wire import FRAME_ERROR, FRAME_STDOUT, READY, FrameReader, encode_request, write_all
-
-CONNECT_WITHIN = 60  # seconds a worker node has to accept the job's connection
+from .transport import open_transports
+from .wire import write_all
 
 
 class Cancelled(Exception):
@@ -60,10 +55,10 @@ class Supervisor:
         self.grace = spec.kill_grace
         self.cancelled = None
         self.lost_nodes = set()
-        self.local_launcher = None  # pid of the local launch socket's server
+        self.transports = {}  # node: its open transport (transport.py)
+        self.agent = None  # the job's wrapper calls from this node (agent.py)
         self.rank0_call = None  # rank 0's own run, as a call record
         self.remote_calls = []  # the call records of the workers' nodes
-        self.lifelines = []  # the ssh processes holding each node for the run
         self.teardown_at = None  # when the job's teardown began
 
     def run(self):
@@ -79,8 +74,6 @@ class Supervisor:
             log_fd = os.open(result["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
             namespace = enter_rank_namespace(self.job, self.namespace_name())
             become_subreaper()
-            if self.spec.local:
-                self.local_launcher = start_local_launcher(self.spec, self.user)
             self.open_connections()
             result.update(self.execute(log_fd))
         except Cancelled as exc:
@@ -101,13 +94,15 @@ class Supervisor:
             self.teardown_at = time.time()
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
             signal.signal(signal.SIGINT, signal.SIG_IGN)
-            if self.local_launcher is not None:
-                # No new launches while the job is torn down.
-                send_signal(self.local_launcher, signal.SIGKILL)
+            for transport in self.transports.values():
+                transport.close()  # no new one-shot launches while the job is torn down
             if namespace is not None:
                 # The job is over when rank 0 ends: stop what is left of it
-                # here, then on every worker node.
+                # here (the agent too: it makes no new calls, and ends with
+                # its calls in flight), then on every worker node.
                 kill_job_processes(self.local_namespaces(namespace), self.grace, self.user)
+                if self.agent is not None:
+                    self.agent.stop()
                 self.clean_workers()
             forget_secrets(self.job)
             lost = self.lost_call()
@@ -208,43 +203,16 @@ class Supervisor:
             self.cancelled = signal.Signals(signum).name
 
     def open_connections(self):
-        """Open a multiplexed ssh connection to every worker node, in
-        parallel, before the job starts; a node we cannot reach fails the job
-        now, with ssh's reason. The connection's first session is the job's
-        lifeline to the node (a `hold` request: the run's claim there stays
-        live while this process lives, claims.py). Local mode has no ssh."""
-        if self.spec.local:
-            return
-        hold = encode_request({"job": self.job, "run": self.spec.run, "hold": True})
-        waiting = {}
-        for node, rank in self.connect_nodes().items():
-            argv = ssh_command(node, rank.address) + ["-M", "-o", "ControlPersist=yes", "-T", hold]
-            proc = spawn_as(self.user, argv, rank_environment(self.spec, self.head, self.user),
-                            "/", subprocess.PIPE, subprocess.PIPE, subprocess.PIPE)
-            self.lifelines.append(proc)  # open until the job's teardown
-            waiting[proc.stdout.fileno()] = (rank, proc, FrameReader())
-        errors = []
-        deadline = time.monotonic() + CONNECT_WITHIN
-        while waiting:
-            left = deadline - time.monotonic()
-            ready = select.select(list(waiting), [], [], max(0, left))[0] if left > 0 else []
-            if not ready:
-                for rank, _, _ in waiting.values():
-                    errors.append("cannot connect to node %s (%s) for rank %s: no connection within %d s" % (
-                        rank.node, rank.address, rank.name, CONNECT_WITHIN))
-                break
-            for fd in ready:
-                rank, proc, frames = waiting[fd]
-                data = os.read(fd, 1 << 16)
-                answer = list(frames.feed(data))
-                if (FRAME_STDOUT, READY) in answer:
-                    del waiting[fd]
-                elif not data or answer:
-                    del waiting[fd]
-                    errors.append("cannot connect to node %s (%s) for rank %s: %s" % (
-                        rank.node, rank.address, rank.name, connection_error(proc, answer)))
-        if errors:
-            raise RuntimeFailure("; ".join(errors))
+        """Open the job's transport to every node it reaches (ssh: one
+        multiplexed connection to every worker node, in parallel, whose
+        first session is the job's lifeline to the node, a `hold` request:
+        the run's claim there stays live while this process lives,
+        claims.py); a node we cannot reach fails the job now, with the
+        reason. Then start the agent, which makes the wrapper calls of the
+        ranks here over them."""
+        self.transports = open_transports(self.spec, self.user, self.connect_nodes())
+        self.agent = Agent(self.spec, self.user, self.transports)
+        self.agent.start()
 
     def start_rank0(self, log_fd):
         bind_cpus(self.spec, self.head)
@@ -285,35 +253,31 @@ class Supervisor:
                     child.returncode = exit_status(status)
                     deadline = time.monotonic() + self.grace
                     self.rank0_call.update(end=time.time(), status=child.returncode)
-            if deadline is not None and (time.monotonic() > deadline
-                                         or not wrapper_calls(descendants(os.getpid()))):
+            if deadline is not None and (time.monotonic() > deadline or not self.calls_in_flight()):
                 failure = first_failure(events)
                 return (None, failure) if failure else (child.returncode, None)
             time.sleep(POLL_SECONDS)
 
 
-def wrapper_calls(pids):
-    """The processes among pids that are wrapper calls of this runtime."""
+    def calls_in_flight(self):
+        """Whether a wrapper call of this node is still being made: by the
+        agent, or by a wrapper process of its own (the slow path)."""
+        client = os.fsencode(self.head.env.get("MULTINODE_SSH_WRAPPER", ""))
+        return self.agent.calls_in_flight() or bool(wrapper_calls(descendants(os.getpid()), client))
+
+
+def wrapper_calls(pids, client=b""):
+    """The processes among pids that are wrapper calls of this runtime: the
+    Python wrapper, or `client` (the sh wrapper's path) not yet at its agent."""
     calls = []
     for pid in pids:
         argv = command_line(pid)
         if argv and len(argv) > 3 and argv[2].rstrip(b"/").endswith(b"/multinode-runtime") \
                 and argv[3] == b"wrapper":
             calls.append(pid)
+        elif client and argv and len(argv) > 1 and argv[1] == client:
+            calls.append(pid)
     return calls
-
-
-def connection_error(proc, answer):
-    """Why a node's lifeline did not come up: the launcher's error, or ssh's."""
-    for kind, payload in answer:
-        if kind == FRAME_ERROR:
-            return payload.decode(errors="replace")
-    try:
-        _, err = proc.communicate(timeout=5)  # closes its stdin: the lifeline
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        _, err = proc.communicate()
-    return last_line(err) or "ssh exited with status %d" % proc.returncode
 
 
 def first_failure(events):

@@ -20,8 +20,8 @@ from .inputs import forget_secrets, job_user, rank_environment, remove_job_files
 from .processes import kill_job_processes, recorded_namespaces, release_namespace, spawn_as
 from .resources import remove_cgroups
 from .spec import KILL_GRACE, load_spec
-from .transport import ssh_command
-from .wire import FRAME_STDOUT, FrameReader, encode_request
+from .transport import transport_for
+from .wire import FRAME_STDOUT, FrameReader
 
 # Seconds, beyond the job's kill grace, a node has to answer a cleanup request.
 CLEANUP_ANSWER_WITHIN = 20
@@ -54,7 +54,7 @@ def cleanup(job, everywhere, run=None):
             grace, user = spec.kill_grace, job_user(spec)
         except RuntimeFailure:
             pass  # not registered here (any more): only the hosts block to clear
-        if spec is not None and everywhere and not spec.local:
+        if spec is not None and everywhere:  # (local mode: no other node)
             clean_nodes(spec, user, spec.nodes_except(registry.this_node(job)), unregister=True)
         killed = cleanup_job(job, grace, user)
     return {"changed": killed > 0, "job": job, "killed": killed}
@@ -81,9 +81,8 @@ def clean_nodes(spec, user, nodes, unregister):
     ones are gone by now): each node stops what is left of the job there,
     and with `unregister` also removes the job's registration (cleanup_job).
     Returns the call records the nodes answer with."""
-    request = encode_request({"job": spec.job, "run": spec.run, "cleanup": True, "unregister": unregister})
-    calls = [spawn_as(user, ssh_command(node, rank.address) + [
-                 "-o", "ControlMaster=no", "-o", "ControlPath=none", "-T", request],
+    request = {"job": spec.job, "run": spec.run, "cleanup": True, "unregister": unregister}
+    calls = [spawn_as(user, transport_for(spec, rank).command(request, fresh=True),
                  rank_environment(spec, spec.head, user), "/",
                  subprocess.DEVNULL, subprocess.PIPE, subprocess.DEVNULL)
              for node, rank in nodes.items()]

@@ -1,11 +1,44 @@
-"""How a launch request reaches a rank's node: ssh with the cluster key
-(sshd runs the runtime's `launch` as the key's forced command), or in local
-mode a connection to the head's launch socket (local_socket.py)."""
+"""How wrapper calls reach a rank's node: the two transports behind one
+interface.
+
+- SshTransport, a worker's node: ssh with the cluster key (sshd runs the
+  runtime's `launch` as the key's forced command).
+- LocalTransport, this node (local mode: every rank is on the head): the
+  head's local launch socket (local_socket.py) stands in for sshd, and the
+  head's agent runs calls itself.
+
+Each transport offers the same two ways in:
+- command(request): the argv of a process that carries one launch request
+  and relays the launcher's frames on its stdout, ending the launch when its
+  stdin closes (the slow path: wrapper.py's one-shot calls, task-array
+  tasks);
+- open() at job start, then channel(): the job's channel that carries many
+  calls at once (channel.py), for the head's agent (agent.py); ssh: the
+  `hold` session of the job's ControlMaster; this node: calls forked from
+  the agent. close() at the job's teardown.
+transport_for and open_transports are the only places that know which
+transport a job uses.
+"""
+
+import json
+import os
+import select
+import signal
+import subprocess
+import time
 
 from . import registry
-from .inputs import DEFAULT_PATH
-from .processes import which
-from .wire import encode_request
+from .channel import CALL, CANCEL, TAGGED, ForkedCalls, send_tagged, untag
+from .errors import RuntimeFailure
+from .inputs import DEFAULT_PATH, rank_environment
+from .processes import last_line, send_signal, spawn_as, which
+from .wire import FRAME_ERROR, FRAME_STDOUT, READY, FrameReader, encode_request
+
+CONNECT_WITHIN = 60  # seconds a worker node has to accept the job's connection
+
+
+class Lost(Exception):
+    """The channel to a node is gone; the message says why."""
 
 
 def ssh_command(node, address):
@@ -16,12 +49,168 @@ def ssh_command(node, address):
             "-o", "HostKeyAlias=" + node, "root@" + address]
 
 
-def transport_command(spec, target, request):
-    """The command that carries a launch request to the target rank's node:
-    ssh with the cluster key, or in local mode (every rank on this node) a
-    connection to the head's local launch socket. Both relay the launcher's
-    framed output on stdout, and both end the launch when their stdin
-    closes."""
+class SshTransport:
+    """A worker's node, over ssh with the cluster key."""
+
+    def __init__(self, spec, rank):
+        self.spec, self.node, self.address = spec, rank.node, rank.address
+        self.proc = None  # the hold session (open .. close)
+        self.frames = FrameReader()
+
+    def command(self, request, fresh=False):
+        """ssh through the job's ControlMaster, or with `fresh` over a
+        connection of its own (teardown: the master may be gone)."""
+        fresh_options = ["-o", "ControlMaster=no", "-o", "ControlPath=none"] if fresh else []
+        return ssh_command(self.node, self.address) + fresh_options + ["-T", encode_request(request)]
+
+    def open(self, user):
+        """Start the job's ControlMaster to the node with its first session,
+        the `hold` (the job's lifeline to the node and its channel). Its
+        answer is awaited by open_transports."""
+        hold = encode_request({"job": self.spec.job, "run": self.spec.run, "hold": True})
+        argv = ssh_command(self.node, self.address) + ["-M", "-o", "ControlPersist=yes", "-T", hold]
+        self.proc = spawn_as(user, argv, rank_environment(self.spec, self.spec.head, user),
+                             "/", subprocess.PIPE, subprocess.PIPE, subprocess.PIPE)
+        return self.proc.stdout.fileno()
+
+    def opened(self, data):
+        """None while the hold's answer is incomplete, True once it is in
+        place, else why it failed."""
+        answer = []
+        for frame in self.frames.feed(data):
+            answer.append(frame)
+            if frame == (FRAME_STDOUT, READY):
+                return True
+        if data and not answer:
+            return None
+        for kind, payload in answer:
+            if kind == FRAME_ERROR:
+                return payload.decode(errors="replace")
+        try:
+            _, err = self.proc.communicate(timeout=5)  # closes its stdin: the lifeline
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            _, err = self.proc.communicate()
+        return last_line(err) or "ssh exited with status %d" % self.proc.returncode
+
+    def channel(self):
+        return SshChannel(self)
+
+    def close(self):
+        """Nothing: the hold ends with the supervisor, after the teardown."""
+
+
+class SshChannel:
+    """The head's end of a worker node's channel: the hold session."""
+
+    def __init__(self, transport):
+        self.transport = transport
+        self.proc = transport.proc
+        self.frames = transport.frames  # what followed READY
+        self.into = self.proc.stdin.fileno()
+        self.out = self.proc.stdout.fileno()
+
+    def fds(self):
+        return [self.out]
+
+    def start(self, call_id, request):
+        self._send(call_id, CALL, json.dumps(request).encode())
+
+    def cancel(self, call_id):
+        self._send(call_id, CANCEL)
+
+    def _send(self, call_id, kind, payload=b""):
+        try:
+            send_tagged(self.into, call_id, kind, payload)
+        except OSError:
+            pass  # the channel is gone: read() says so
+
+    def read(self, fd):
+        data = os.read(fd, 1 << 16)
+        if not data:
+            raise Lost(self.why_lost())
+        return [untag(payload) for kind, payload in self.frames.feed(data) if kind == TAGGED]
+
+    def why_lost(self):
+        err = b""
+        stderr = self.proc.stderr.fileno()
+        while select.select([stderr], [], [], 0)[0]:
+            chunk = os.read(stderr, 1 << 16)
+            if not chunk:
+                break
+            err = (err + chunk)[-4096:]
+        status = self.proc.poll()
+        if status is None:
+            time.sleep(0.1)
+            status = self.proc.poll()
+        return last_line(err) or "ssh exited with status %s" % (
+            status if status is not None else "unknown")
+
+
+class LocalTransport:
+    """This node, in local mode: every rank is on the head."""
+
+    def __init__(self, spec, rank):
+        self.spec = spec
+        self.server = None  # pid of the local launch socket's server
+        self.user = None
+
+    def command(self, request, fresh=False):
+        return registry.runtime_command("connect", self.spec.job, encode_request(request))
+
+    def open(self, user):
+        from .local_socket import start_local_launcher
+        self.user = user
+        self.server = start_local_launcher(self.spec, user)
+        return None  # in place at once
+
+    def channel(self):
+        from .launch import serve_call
+        node = registry.this_node(self.spec.job)
+        return ForkedCalls(lambda request: serve_call(self.spec, node, request, 1, self.user))
+
+    def close(self):
+        if self.server is not None:
+            send_signal(self.server, signal.SIGKILL)  # no new launches while the job is torn down
+
+
+def transport_for(spec, rank):
+    """The transport that reaches the node of `rank`."""
+    return LocalTransport(spec, rank) if spec.local else SshTransport(spec, rank)
+
+
+def open_transports(spec, user, nodes):
+    """Open the transport of every node of `nodes` ({node: a rank on it})
+    at job start, in parallel; returns {node: transport}. A node we cannot
+    reach fails the job now, with the reason. In local mode every rank is on
+    this node: one local transport."""
     if spec.local:
-        return registry.runtime_command("connect", spec.job, encode_request(request))
-    return ssh_command(target.node, target.address) + ["-T", encode_request(request)]
+        nodes = {spec.head.node: spec.head}
+    opened = {node: transport_for(spec, rank) for node, rank in nodes.items()}
+    waiting = {}
+    for node, transport in opened.items():
+        fd = transport.open(user)
+        if fd is not None:
+            waiting[fd] = (nodes[node], transport)
+    errors = []
+    deadline = time.monotonic() + CONNECT_WITHIN
+    while waiting:
+        left = deadline - time.monotonic()
+        ready = select.select(list(waiting), [], [], max(0, left))[0] if left > 0 else []
+        if not ready:
+            for rank, _ in waiting.values():
+                errors.append("cannot connect to node %s (%s) for rank %s: no connection within %d s" % (
+                    rank.node, rank.address, rank.name, CONNECT_WITHIN))
+            break
+        for fd in ready:
+            rank, transport = waiting[fd]
+            answer = transport.opened(os.read(fd, 1 << 16))
+            if answer is None:
+                continue
+            del waiting[fd]
+            if answer is not True:
+                errors.append("cannot connect to node %s (%s) for rank %s: %s" % (
+                    rank.node, rank.address, rank.name, answer))
+    if errors:
+        raise RuntimeFailure("; ".join(errors))
+    return opened

@@ -16,7 +16,7 @@ from .calls import record_call
 from .errors import PROG, RuntimeFailure
 from .processes import last_line
 from .spec import load_spec
-from .transport import transport_command
+from .transport import transport_for
 from .wire import (
     FRAME_ERROR,
     FRAME_EXIT,
@@ -126,7 +126,7 @@ def call_rank(spec, target, request):
     to stderr. The call is recorded for the job's summary (record_call)."""
     record = {"rank": target.rank, "start": time.time()}
     record_call(spec.job, record)
-    ssh = subprocess.Popen(transport_command(spec, target, request),
+    ssh = subprocess.Popen(transport_for(spec, target).command(request),
                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE)
     if request.get("forward"):
@@ -134,22 +134,31 @@ def call_rank(spec, target, request):
         # pipes count against its limit of pipe memory.
         widen_pipe(ssh.stdout.fileno())
     status, error, ssh_errors = relay(ssh)
+    status, reason, lost, ended = call_outcome(
+        record, target, status, error,
+        last_line(ssh_errors) or "ssh exited with status %d" % ssh.returncode)
+    record_call(spec.job, ended)
+    if error or status == 255:
+        write_all(2, ("%s: %s\n" % (PROG, reason)).encode())
+    return status, reason, lost
+
+
+def call_outcome(record, target, status, error, lost_why):
+    """How a call ended, from the launcher's exit status (None: the node did
+    not answer, for `lost_why`) and error: (status, reason, lost, the
+    ended call record)."""
     where = "rank %d (%s on %s)" % (target.rank, target.name, target.node)
     lost = status is None
     ended = dict(record, end=time.time(), status=255 if lost else status)
     if lost:
         status = 255
-        reason = "lost connection to %s: %s" % (
-            where, error or last_line(ssh_errors) or "ssh exited with status %d" % ssh.returncode)
+        reason = "lost connection to %s: %s" % (where, error or lost_why)
         ended["lost"] = reason  # the job cannot have finished (supervisor.py)
     elif error:
         reason = "%s: %s" % (where, error)
     else:
         reason = "%s exited with status %d" % (where, status)
-    record_call(spec.job, ended)
-    if error or status == 255:
-        write_all(2, ("%s: %s\n" % (PROG, reason)).encode())
-    return status, reason, lost
+    return status, reason, lost, ended
 
 
 def relay(ssh):

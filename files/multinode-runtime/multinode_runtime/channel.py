@@ -1,0 +1,149 @@
+"""Many wrapper calls over one connection: the job's channel to a node.
+
+The head supervisor's `hold` session to a worker node (supervisor.py,
+transport.py) carries every fast wrapper call of the job to that node
+(agent.py), instead of one ssh session per call. Both directions are frames
+of wire.py of one kind, TAGGED, whose payload starts with the call's id and
+the kind of the inner frame:
+  head -> node   CALL (a launch request, JSON) and CANCEL (the call's
+                 lifeline is gone: its wrapper client was killed);
+  node -> head   the call's own frames, as a one-shot launch sends them
+                 (FRAME_STDOUT, FRAME_STDERR, FRAME_ERROR, FRAME_EXIT).
+The end of the whole connection ends every call on it, as the end of ssh
+sessions would.
+
+On the node each call runs in a child forked from the warm launcher
+(ForkedCalls), with the one-shot launch's own logic (launch.Launch), its
+stdin a pipe that is its lifeline, its stdout the frames. Local mode runs
+its calls the same way, in the head's agent.
+"""
+
+import json
+import os
+import select
+import struct
+
+from .wire import FRAME_ERROR, FRAME_EXIT, FrameReader, send_frame
+
+TAGGED = b"T"
+CALL, CANCEL = b"L", b"C"
+_TAG = struct.Struct(">Ic")  # call id, inner kind
+
+
+def tagged(call_id, kind, payload=b""):
+    """The TAGGED frame's payload for one inner frame of a call."""
+    return _TAG.pack(call_id, kind) + payload
+
+
+def untag(payload):
+    """(call id, inner kind, inner payload) of a TAGGED frame's payload."""
+    call_id, kind = _TAG.unpack_from(payload)
+    return call_id, kind, payload[_TAG.size:]
+
+
+def send_tagged(fd, call_id, kind, payload=b""):
+    send_frame(fd, TAGGED, tagged(call_id, kind, payload))
+
+
+class ForkedCalls:
+    """Calls run on this node, each in a forked child of this process that
+    carries out the launch request (serve(request) -> exit status, run with
+    fd 0 the call's lifeline and fd 1 its frames). read() returns the
+    children's frames; a child gone without its exit frame answers for it."""
+
+    def __init__(self, serve):
+        self.serve = serve
+        self.calls = {}  # call id: [pid, lifeline write end, FrameReader, exit frame seen]
+        self.by_fd = {}  # frames read end: call id
+
+    def fds(self):
+        return list(self.by_fd)
+
+    def start(self, call_id, request):
+        life_r, life_w = os.pipe()
+        frames_r, frames_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            status = 255
+            try:
+                os.dup2(life_r, 0)
+                os.dup2(frames_w, 1)
+                # Nothing of the other calls (their lifelines above all).
+                os.closerange(3, os.sysconf("SC_OPEN_MAX"))
+                status = self.serve(request)
+            except BaseException as exc:  # never back into the parent's loop
+                send_frame(1, FRAME_ERROR, ("launcher failed: %s" % exc).encode())
+                send_frame(1, FRAME_EXIT, b"255")
+            finally:
+                os._exit(status if isinstance(status, int) else 255)
+        os.close(life_r)
+        os.close(frames_w)
+        self.calls[call_id] = [pid, life_w, FrameReader(), False]
+        self.by_fd[frames_r] = call_id
+
+    def cancel(self, call_id):
+        """The call's lifeline is gone: its launcher stops what it started."""
+        call = self.calls.get(call_id)
+        if call is not None and call[1] is not None:
+            os.close(call[1])
+            call[1] = None
+
+    def cancel_all(self):
+        for call_id in list(self.calls):
+            self.cancel(call_id)
+
+    def read(self, fd):
+        """[(call id, kind, payload)] of what the call on fd sent."""
+        call_id = self.by_fd[fd]
+        call = self.calls[call_id]
+        data = os.read(fd, 1 << 16)
+        frames = [(call_id, kind, payload) for kind, payload in call[2].feed(data)]
+        call[3] = call[3] or any(kind == FRAME_EXIT for _, kind, _ in frames)
+        if not data:
+            if not call[3]:
+                frames.append((call_id, FRAME_ERROR, b"the launcher ended without an exit status"))
+                frames.append((call_id, FRAME_EXIT, b"255"))
+            self.cancel(call_id)
+            os.close(fd)
+            del self.by_fd[fd]
+            del self.calls[call_id]
+            try:
+                os.waitpid(call[0], 0)  # its frames ended: it is exiting
+            except ChildProcessError:
+                pass  # reaped by a subreaper's loop already
+        return frames
+
+
+def serve_channel(calls, channel_in, channel_out):
+    """The node's end of a job's channel: run each CALL that arrives on
+    channel_in in `calls` (ForkedCalls) and send every call's frames back,
+    tagged, on channel_out, until channel_in ends; then every call still
+    running loses its lifeline."""
+    incoming = FrameReader()
+    while True:
+        watched = [channel_in] + calls.fds()
+        for fd in select.select(watched, [], [])[0]:
+            if fd != channel_in:
+                for call_id, kind, payload in calls.read(fd):
+                    send_tagged(channel_out, call_id, kind, payload)
+                continue
+            data = os.read(channel_in, 1 << 16)
+            if not data:
+                calls.cancel_all()
+                return
+            for kind, payload in incoming.feed(data):
+                if kind != TAGGED:
+                    continue
+                call_id, inner, body = untag(payload)
+                if inner == CALL:
+                    try:
+                        request = json.loads(body)
+                    except ValueError:
+                        request = None
+                    if isinstance(request, dict):
+                        calls.start(call_id, request)
+                    else:
+                        send_tagged(channel_out, call_id, FRAME_ERROR, b"malformed launch request")
+                        send_tagged(channel_out, call_id, FRAME_EXIT, b"255")
+                elif inner == CANCEL:
+                    calls.cancel(call_id)

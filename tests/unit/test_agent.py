@@ -1,0 +1,245 @@
+"""Unit tests of the fast wrapper path's pure parts: the channel's tagged
+frames, calls forked on a node (channel.ForkedCalls, serve_channel), how a
+call's outcome is told (wrapper.call_outcome) and the head agent's
+handling of one client (agent.Agent), with a stand-in channel. The whole
+path is tested on real jobs by tests/local and the Molecule scenarios."""
+
+import json
+import os
+import pwd
+import time
+
+import pytest
+from multinode_runtime import agent, calls, channel, registry, wire, wrapper
+from multinode_runtime.spec import JobSpec
+
+SPEC = JobSpec.from_dict({"job": "j", "run": "r1", "ranks": [
+    {"rank": 0, "name": "j-0", "node": "n1", "address": "10.0.0.1"},
+    {"rank": 1, "name": "j-1", "node": "n2", "address": "10.0.0.2"}]})
+
+
+def frames_of(fd, count):
+    reader, got = wire.FrameReader(), []
+    while len(got) < count:
+        data = os.read(fd, 1 << 16)
+        assert data, "the channel ended after %r" % got
+        got += [channel.untag(payload) for kind, payload in reader.feed(data) if kind == channel.TAGGED]
+    return got
+
+
+def test_tagged_frames_round_trip():
+    payload = channel.tagged(7, wire.FRAME_STDOUT, b"a line\n")
+    assert channel.untag(payload) == (7, wire.FRAME_STDOUT, b"a line\n")
+    assert channel.untag(channel.tagged(2**32 - 1, channel.CANCEL)) == (2**32 - 1, channel.CANCEL, b"")
+
+
+def serve_for_test(request):
+    """A launcher stand-in: echo the command; "wait" waits for its lifeline
+    to end (then touches `ended`, if given); "die" ends without an exit
+    frame."""
+    if request["command"] == "die":
+        os._exit(3)
+    wire.send_frame(1, wire.FRAME_STDOUT, request["command"].encode())
+    if request["command"] == "wait":
+        while os.read(0, 100):
+            pass
+        if request.get("ended"):
+            open(request["ended"], "w").close()
+        wire.send_frame(1, wire.FRAME_EXIT, b"143")
+        return 0
+    wire.send_frame(1, wire.FRAME_EXIT, b"0")
+    return 0
+
+
+@pytest.fixture
+def channel_pipes():
+    """A node's end of a channel (serve_channel over ForkedCalls), in a
+    child; yields (the head's write end, the head's read end)."""
+    into_r, into_w = os.pipe()
+    out_r, out_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(into_w)
+        os.close(out_r)
+        channel.serve_channel(channel.ForkedCalls(serve_for_test), into_r, out_w)
+        os._exit(0)
+    os.close(into_r)
+    os.close(out_w)
+    yield into_w, out_r
+    try:
+        os.close(into_w)
+    except OSError:
+        pass
+    os.waitpid(pid, 0)
+    os.close(out_r)
+
+
+def test_calls_on_one_channel_run_at_once_and_answer_by_id(channel_pipes):
+    into, out = channel_pipes
+    channel.send_tagged(into, 1, channel.CALL, json.dumps({"command": "wait"}).encode())
+    channel.send_tagged(into, 2, channel.CALL, json.dumps({"command": "hi"}).encode())
+    channel.send_tagged(into, 3, channel.CALL, b"not json")
+    got = frames_of(out, 5)
+    assert sorted(got) == [(1, wire.FRAME_STDOUT, b"wait"),
+                           (2, wire.FRAME_STDOUT, b"hi"), (2, wire.FRAME_EXIT, b"0"),
+                           (3, wire.FRAME_ERROR, b"malformed launch request"), (3, wire.FRAME_EXIT, b"255")]
+    # Call 1 is still running: cancelling it ends its lifeline.
+    channel.send_tagged(into, 1, channel.CANCEL)
+    assert frames_of(out, 1) == [(1, wire.FRAME_EXIT, b"143")]
+
+
+def test_the_end_of_the_channel_ends_every_call_on_it(channel_pipes, tmp_path):
+    into, out = channel_pipes
+    ended = tmp_path / "ended"
+    channel.send_tagged(into, 5, channel.CALL, json.dumps({"command": "wait", "ended": str(ended)}).encode())
+    assert frames_of(out, 1) == [(5, wire.FRAME_STDOUT, b"wait")]
+    os.close(into)
+    deadline = time.monotonic() + 10
+    while not ended.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert ended.exists()
+
+
+def test_a_launcher_gone_without_its_status_answers_255(channel_pipes):
+    into, out = channel_pipes
+    channel.send_tagged(into, 4, channel.CALL, json.dumps({"command": "die"}).encode())
+    assert frames_of(out, 2) == [(4, wire.FRAME_ERROR, b"the launcher ended without an exit status"),
+                                 (4, wire.FRAME_EXIT, b"255")]
+
+
+def test_call_outcome_tells_exit_error_and_lost_apart():
+    record = {"rank": 1, "start": 1.0}
+    target = SPEC.ranks[1]
+    assert wrapper.call_outcome(record, target, 0, None, "x")[:3] == (
+        0, "rank 1 (j-1 on n2) exited with status 0", False)
+    assert wrapper.call_outcome(record, target, 255, "no such user", "x")[:3] == (
+        255, "rank 1 (j-1 on n2): no such user", False)
+    status, reason, lost, ended = wrapper.call_outcome(record, target, None, None, "ssh exited with status 255")
+    assert (status, lost) == (255, True)
+    assert reason == ended["lost"] == "lost connection to rank 1 (j-1 on n2): ssh exited with status 255"
+    assert ended["status"] == 255 and ended["end"] >= ended["start"]
+
+
+class StandInChannel:
+    def __init__(self):
+        self.started, self.cancelled = [], []
+
+    def fds(self):
+        return []
+
+    def start(self, call_id, request):
+        self.started.append((call_id, request))
+
+    def cancel(self, call_id):
+        self.cancelled.append(call_id)
+
+
+@pytest.fixture
+def head(tmp_path, monkeypatch):
+    """An agent of job j on a head in tmp_path, with a stand-in channel to
+    node n2; yields (agent, channel, a function making a client's request
+    and returning the read end of its reply FIFO)."""
+    monkeypatch.setattr(registry, "JOBS_DIR", str(tmp_path))
+    for name in (registry.CALLS_DIR, registry.EVENTS_DIR, registry.AGENT_DIR):
+        os.makedirs(registry.job_path("j", name))
+    the_agent = agent.Agent(SPEC, pwd.getpwuid(os.getuid()), {})
+    stand_in = StandInChannel()
+    the_agent.channels = {"n2": stand_in}
+
+    def client(argv, name="j-0", pid=None):
+        pid = pid or os.getpid()
+        base = os.path.join(the_agent.directory, "%d." % pid)
+        os.mkfifo(base + "reply", 0o600)
+        with open(base + "argv", "wb") as handle:
+            handle.write(b"".join(os.fsencode(word) + b"\0" for word in argv))
+        the_agent.accept(b"%d %s" % (pid, name.encode()))
+        return os.open(base + "reply", os.O_RDONLY | os.O_NONBLOCK)
+
+    yield the_agent, stand_in, client
+
+
+def test_agent_makes_the_call_over_the_targets_channel_and_answers(head):
+    the_agent, stand_in, client = head
+    reply = client(["-x", "j-1", "echo", "a b"])
+    [(call_id, request)] = stand_in.started
+    assert request == {"job": "j", "run": "r1", "rank": 1, "command": "echo a b", "forward": False}
+    assert not os.path.exists(os.path.join(the_agent.directory, "%d.argv" % os.getpid()))
+    the_agent.finish(the_agent.calls[call_id], 0)
+    assert os.read(reply, 100) == b"0 \n"
+    [record] = calls.read_call_records("j")
+    assert record["rank"] == 1 and record["status"] == 0
+    assert the_agent.calls_in_flight()  # until the client ends
+    os.close(reply)
+
+
+def test_agent_reports_a_failed_call_of_rank_0(head):
+    the_agent, stand_in, client = head
+    reply = client(["j-1", "false"])
+    call = the_agent.calls[stand_in.started[0][0]]
+    call.error = None
+    the_agent.finish(call, 1)
+    assert os.read(reply, 100) == b"1 \n"
+    events = os.listdir(registry.job_path("j", registry.EVENTS_DIR))
+    with open(os.path.join(registry.job_path("j", registry.EVENTS_DIR), events[0])) as handle:
+        event = json.load(handle)
+    assert (event["rank"], event["status"], event["lost"]) == (1, 1, False)
+    os.close(reply)
+
+
+def test_agent_answers_a_lost_channel_for_its_calls(head):
+    the_agent, stand_in, client = head
+    reply = client(["j-1", "sleep", "9"])
+    the_agent.channel_lost("n2", "ssh exited with status 255")
+    assert os.read(reply, 200) == (b"255 multinode-ssh-wrapper: lost connection to rank 1 (j-1 on n2): "
+                                   b"ssh exited with status 255\n")
+    assert calls.read_call_records("j")[0]["lost"]
+    assert "n2" not in the_agent.channels
+    os.close(reply)
+
+
+def test_agent_refuses_an_unknown_host_and_fails_the_job(head):
+    the_agent, stand_in, client = head
+    reply = client(["j-9", "true"])
+    assert os.read(reply, 200) == (b"255 multinode-ssh-wrapper: unknown host 'j-9': "
+                                   b"job j has ranks j-0, j-1\n")
+    assert not stand_in.started
+    assert os.listdir(registry.job_path("j", registry.EVENTS_DIR))
+    os.close(reply)
+
+
+@pytest.mark.parametrize("argv, name", [(["j-0", "true"], "j-0"),   # this node: no channel
+                                        (["j-1", "true"], "x-0")])  # not a rank of the job
+def test_agent_sends_what_it_does_not_make_to_the_slow_path(head, argv, name):
+    the_agent, stand_in, client = head
+    reply = client(argv, name)
+    assert os.read(reply, 100) == b"slow\n"
+    assert not stand_in.started
+    os.close(reply)
+
+
+def test_agent_cancels_the_call_of_a_client_killed_before_its_answer(head):
+    the_agent, stand_in, client = head
+    pid = os.fork()
+    if pid == 0:
+        time.sleep(30)
+        os._exit(0)
+    reply = client(["j-1", "sleep", "30"], pid=pid)
+    [call] = the_agent.calls.values()
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+    the_agent.readable(call.pidfd)
+    assert stand_in.cancelled == [call.id]
+    assert not the_agent.calls and not the_agent.calls_in_flight()
+    os.close(reply)
+
+
+def test_a_reply_fifo_of_a_client_gone_before_it_asked_is_no_call_in_flight(head):
+    the_agent, stand_in, client = head
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+    os.mkfifo(os.path.join(the_agent.directory, "%d.reply" % pid))
+    assert not the_agent.calls_in_flight()
+    os.mkfifo(os.path.join(the_agent.directory, "%d.reply" % os.getpid()))
+    assert the_agent.calls_in_flight()
