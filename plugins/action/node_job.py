@@ -64,9 +64,9 @@ class ActionModule(ActionBase):
             raise RuntimeRefused("spec: the spec is of run %s, not of run %s" % (spec.get("run"), params["run"]))
         if params["secrets"] is not None:
             answer = call_runtime(self, "prepare", "--node", node, "--secrets", runtime=params["runtime"],
-                                  in_data=json.dumps({"spec": spec, "secrets": params["secrets"]}))
+                                  in_data=json.dumps({"spec": spec, "secrets": params["secrets"]}).encode())
         else:
-            answer = call_runtime(self, "prepare", "--node", node, in_data=json.dumps(spec),
+            answer = call_runtime(self, "prepare", "--node", node, in_data=json.dumps(spec).encode(),
                                   runtime=params["runtime"])
         return dict(changed=True, job=answer.get("job"), node=answer.get("node"), run=answer.get("run"))
 
