@@ -1,14 +1,17 @@
 # Copyright: fuzz.multinode developers
 # Apache License 2.0 (see LICENSE)
 """Action plugin of fuzz.multinode.launch_job: start the job's supervisor on
-the head, then poll it from the controller until the job ends. Each poll
-also brings the next piece of the job log (at most 256 KiB; the next poll
-follows at once while the controller is behind), which is appended to the
-controller's copy (`log_file`) and shown line by line as `[job] line`.
+the head, then poll it from the controller until the job ends. Start and
+polls are the node runtime's `start` and `status` subcommands, one command
+each over the head's connection (no module is shipped): each waits on the
+head up to `poll` seconds for the job to end, so a job's end is seen at
+once, and brings the next piece of the job log (at most 256 KiB; the next
+poll follows at once while the controller is behind), which is appended to
+the controller's copy (`log_file`) and shown line by line as `[job] line`.
 
 Stopping the job when the play stops, in three ways:
 - Ctrl-C or SIGTERM: Ansible signals this worker process, which then asks
-  the supervisor to cancel the job (its `cancel` file), waits (bounded) for
+  the supervisor to cancel the job (the runtime's `cancel`), waits (bounded) for
   the job's teardown and the rest of its log, and dies.
 - The ansible-playbook process is killed outright: its worker (this process,
   in a session of its own) outlives it, notices, and cancels the job.
@@ -21,7 +24,6 @@ from __future__ import annotations
 
 import base64
 import os
-import shlex
 import signal
 import time
 
@@ -30,12 +32,10 @@ from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.fuzz.multinode.plugins.plugin_utils.job_report import PROGRESS_EVERY, LiveLog
+from ansible_collections.fuzz.multinode.plugins.plugin_utils.node_runtime_call import RuntimeRefused, call_runtime
 
 display = Display()
 
-MODULE = "fuzz.multinode.launch_job"
-JOBS_DIR = "/run/fuzz-multinode/jobs"
-RUNTIME = "/opt/fuzz-multinode/multinode-runtime"
 CANCEL_WITHIN = 30  # seconds allowed for delivering a cancel request
 # After the job: at most this much more of its log is streamed, about a
 # second's worth (the fuzz.multinode.job role fetches the whole file when
@@ -89,41 +89,43 @@ class ActionModule(ActionBase):
         progress_every = float(args.pop("progress_every", PROGRESS_EVERY))
         poll = float(args.get("poll", 1))
         playbook_pid = os.getppid()
-        started = self._execute_module(module_name=MODULE, module_args=dict(args, _mode="start"),
-                                       task_vars=task_vars)
-        if started.get("failed"):
-            result.update(started)
+        # Shown from this worker process, Display goes through Ansible's
+        # queue to the ansible-playbook process, which prints it at once.
+        log = LiveLog(args["job"], log_file, display.display, progress_every)
+        try:
+            started = self._request(args, log, "start", "--controller-timeout",
+                                    int(args.get("controller_timeout") or 0), wait=poll)
+        except (RuntimeRefused, AnsibleConnectionFailure) as exc:
+            log.close()
+            result.update(failed=True, msg=str(exc))
             return result
-        grace = float(started.get("kill_grace", 10))
+        grace = float(started.pop("kill_grace", 10))
+        for detail in ("started", "pid"):
+            started.pop(detail, None)
         # How long polls may fail (the head unreachable for a while, a
         # connection that broke) before the job is given up from here: as
         # long as the supervisor waits for a poll before it cancels the job.
         give_up_after = float(args.get("controller_timeout") or 0) or GIVE_UP_AFTER
-        # Shown from this worker process, Display goes through Ansible's
-        # queue to the ansible-playbook process, which prints it at once.
-        log = LiveLog(args["job"], log_file, display.display, progress_every)
         signals = _Signals()
         previous = {sig: signal.signal(sig, signals.record) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
-            polled = {}
+            polled = started
+            log.tick()
             next_poll = last_good_poll = time.monotonic()
-            while True:
-                if not log.behind:  # else the next piece of the log at once
+            while not polled.get("finished"):
+                if polled.get("failed"):  # else the status waited on the head already
                     signals.sleep_until(next_poll)
                 if signals.received is not None:
-                    return self._interrupted(args, log, grace, task_vars, signals.received, previous)
+                    return self._interrupted(args, log, grace, signals.received, previous)
                 next_poll = time.monotonic() + poll
                 if os.getppid() != playbook_pid:
                     self._cancel(args, "the controller: the playbook process ended")
-                    self._after_cancel(args, log, grace, task_vars)
+                    self._after_cancel(args, log, grace)
                     self._unregister(args, grace)
                     result.update(failed=True, finished=True, status="CANCELED",
                                   msg="job %s canceled: the playbook process ended" % args["job"])
                     return result
-                try:
-                    polled = self._poll(args, log, task_vars)
-                except AnsibleConnectionFailure as exc:
-                    polled = {"failed": True, "unreachable": True, "msg": str(exc)}
+                polled = self._poll(args, log, wait=0 if log.behind else poll)
                 log.tick()
                 if polled.get("finished"):
                     break
@@ -134,7 +136,7 @@ class ActionModule(ActionBase):
                 else:
                     display.vvv("[%s] a poll of the job failed, trying again: %s"
                                 % (args["job"], polled.get("msg", "")))
-            self._catch_up(args, log, task_vars)
+            self._catch_up(args, log)
             result.update(polled)
             if log_file:
                 result["log_complete"] = not log.behind
@@ -144,14 +146,14 @@ class ActionModule(ActionBase):
                 signal.signal(sig, handler)
             log.close()
 
-    def _interrupted(self, args, log, grace, task_vars, signum, previous):
+    def _interrupted(self, args, log, grace, signum, previous):
         """The play was interrupted: cancel the job, keep the rest of its
         log, then end as Ansible's own handler for the signal would."""
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, signal.SIG_IGN)  # a second Ctrl-C must not cut this short
         name = signal.Signals(signum).name
         self._cancel(args, "the controller: the playbook was interrupted (%s)" % name)
-        self._after_cancel(args, log, grace, task_vars)
+        self._after_cancel(args, log, grace)
         self._unregister(args, grace)
         handler = previous[signum]
         signal.signal(signum, handler)
@@ -162,24 +164,35 @@ class ActionModule(ActionBase):
         return dict(failed=True, finished=True, status="CANCELED",
                     msg="job %s canceled: the playbook was interrupted (%s)" % (args["job"], name))
 
-    def _poll(self, args, log, task_vars):
-        """One poll of the job (a heartbeat for the supervisor) that also
-        brings the next piece of the job log; returns the job's status
-        without the log."""
-        polled = self._execute_module(module_name=MODULE,
-                                      module_args=dict(args, _mode="status", log_offset=log.offset),
-                                      task_vars=task_vars)
-        data, size = polled.pop("log_data", None), polled.pop("log_size", None)
+    def _request(self, args, log, subcommand, *options, wait=0.0):
+        """The runtime's `start` or `status` on the head: the job's status,
+        its result once it has ended; the piece of the job log it brings
+        goes to `log`. Raises RuntimeRefused, AnsibleConnectionFailure."""
+        run = ("--run", args["run"]) if args.get("run") else ()
+        answer = call_runtime(self, subcommand, args["job"], *run, *options, "--wait", wait,
+                              "--log-offset", log.offset, runtime=args.get("runtime"))
+        data, size = answer.pop("log_data", None), answer.pop("log_size", None)
         if data is not None and size is not None:
             log.add(base64.b64decode(data), size)
-        return polled
+        return answer
 
-    def _catch_up(self, args, log, task_vars):
+    def _poll(self, args, log, wait=0.0):
+        """One poll of the job (a heartbeat for the supervisor), waiting on
+        the head up to `wait` seconds for its end; a poll that failed is a
+        result with `failed` (and `unreachable`), not `finished`."""
+        try:
+            return self._request(args, log, "status", wait=wait)
+        except RuntimeRefused as exc:
+            return {"failed": True, "msg": str(exc)}
+        except AnsibleConnectionFailure as exc:
+            return {"failed": True, "unreachable": True, "msg": str(exc)}
+
+    def _catch_up(self, args, log):
         """The job has ended: the rest of its log, up to CATCH_UP_LIMIT."""
         limit = log.offset + CATCH_UP_LIMIT
         while log.behind and log.offset < limit:
             before = log.offset
-            self._poll(args, log, task_vars)
+            self._poll(args, log)
             if log.offset == before:
                 break  # nothing came: the log on the head changed under us
         log.finish()
@@ -187,7 +200,7 @@ class ActionModule(ActionBase):
             display.display("[%s] %d MiB more of the job log than shown: it is fetched whole to %s"
                             % (args["job"], (log.size - log.offset) >> 20, log.path))
 
-    def _after_cancel(self, args, log, grace, task_vars):
+    def _after_cancel(self, args, log, grace):
         """After a cancel request, until the supervisor has torn the job
         down and written its result (bounded: the job's kill grace and
         AFTER_CANCEL seconds, each poll by its connection's own timeout),
@@ -198,45 +211,39 @@ class ActionModule(ActionBase):
         deadline = time.monotonic() + grace + AFTER_CANCEL
         try:
             while time.monotonic() < deadline:
-                polled = self._poll(args, log, task_vars)
+                polled = self._poll(args, log, wait=0 if log.behind else 0.5)
                 if polled.get("finished") and not log.behind:
                     break
                 if polled.get("failed") and not polled.get("finished"):
                     break  # the head cannot say (unreachable, job gone)
-                if not log.behind:
-                    time.sleep(0.5)
         except Exception:  # noqa: BLE001 -- best effort: the play is ending
             pass
         log.close()
 
     def _cancel(self, args, reason):
-        """Write the job's cancel file on the head, if the job there is this
-        run's. If it cannot be delivered, the supervisor's heartbeat check
-        still cancels the job."""
-        directory = "%s/%s" % (JOBS_DIR, args["job"])
-        command = "printf '%%s\\n' %s > %s" % (shlex.quote(reason), shlex.quote(directory + "/cancel"))
-        if args.get("run"):
-            command = 'test "$(cat %s)" = %s && %s' % (
-                shlex.quote(directory + "/run"), shlex.quote(args["run"]), command)
-        self._on_head(command, CANCEL_WITHIN)
+        """Ask the supervisor to cancel the job (the runtime's `cancel`; the
+        runtime leaves another run's job alone). If it cannot be delivered,
+        the supervisor's heartbeat check still cancels the job."""
+        run = ("--run", args["run"]) if args.get("run") else ()
+        self._on_head(args, CANCEL_WITHIN, "cancel", args["job"], *run, reason)
 
     def _unregister(self, args, grace):
         """No play cleans up after an interrupted one: remove the job from
         every node from here (its processes are gone by now; this removes
         its registration, files and rank host names)."""
-        run = " --run %s" % shlex.quote(args["run"]) if args.get("run") else ""
-        self._on_head("/usr/bin/python3 -I %s cleanup %s%s --everywhere" % (
-            shlex.quote(args.get("runtime") or RUNTIME), shlex.quote(args["job"]), run), int(grace) + 30)
+        run = ("--run", args["run"]) if args.get("run") else ()
+        self._on_head(args, int(grace) + 30, "cleanup", args["job"], *run, "--everywhere")
 
-    def _on_head(self, command, within):
-        """Run a command on the head as root, best effort and bounded: this
-        process is killed after `within` seconds (the play is ending)."""
+    def _on_head(self, args, within, subcommand, *arguments):
+        """Run a runtime subcommand on the head as root, best effort and
+        bounded: this process is killed after `within` seconds (the play is
+        ending)."""
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, signal.SIG_IGN)  # a second Ctrl-C must not cut this short
         signal.signal(signal.SIGALRM, signal.SIG_DFL)
         signal.alarm(within)
         try:
-            self._low_level_execute_command(command, sudoable=True)
+            call_runtime(self, subcommand, *arguments, runtime=args.get("runtime"))
         except Exception:  # noqa: BLE001 -- best effort, see above
             pass
         finally:

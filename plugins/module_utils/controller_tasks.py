@@ -62,6 +62,7 @@ RANK_PLAN_ARGUMENT_SPEC: Dict[str, Any] = dict(
     files=dict(type="dict"),
     secret_names=dict(SECRET_NAMES_OPTION),
     local=dict(type="bool", default=False),
+    run=dict(type="str", default=""),
 )
 
 
@@ -112,6 +113,7 @@ def plan_ranks(params: Mapping[str, Any]) -> Tuple[Dict[str, Any], List[str]]:
         files=params["files"],
         secret_names=params["secret_names"],
         local=params["local"],
+        run=params.get("run") or "",
     )
     # The Fuzzfile task warned about the job's own notes already.
     known = set(job.get("unsupported") or [])

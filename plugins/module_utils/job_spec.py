@@ -129,6 +129,13 @@ def launcher(implementation: Any, hostlist: str, total: int, wrapper_path: str) 
     return []
 
 
+def _expansion_env(env: Mapping[str, str], run: str) -> Mapping[str, str]:
+    """What ``command`` arguments expand from: the rank's env and, in a
+    run, ``FB_WORKFLOW_ID`` (the runtime sets it in every process, over a
+    value of the job's own)."""
+    return dict(env, FB_WORKFLOW_ID=run) if run else env
+
+
 def plan_files(job: Job, files: Optional[Mapping[str, Any]]) -> List[Dict[str, str]]:
     """The job's ``files`` as the runtime writes them on every node:
     ``[{"path", "name", "contents"}]`` in the job's order, with ``contents``
@@ -228,6 +235,11 @@ def _check_nodes(job: Job, nodes: Any, shared: bool = False) -> List[Dict[str, s
             )
         seen[node] = rank
         address = item.get("address")
+        if address == "":
+            raise FuzzfileError(
+                "%s.address: %s has no default IPv4 address; set fuzz_multinode_address for it "
+                "to the address the other nodes reach it by" % (path, node)
+            )
         try:
             ip = ipaddress.ip_address(address if isinstance(address, str) else "")
         except ValueError:
@@ -263,6 +275,7 @@ def plan_job(
     files: Optional[Mapping[str, Any]] = None,
     secret_names: Optional[Iterable[Any]] = None,
     local: bool = False,
+    run: str = "",
 ) -> Dict[str, Any]:
     """Render the job spec for ``job`` on ``nodes`` (rank order).
 
@@ -285,6 +298,7 @@ def plan_job(
         kill_grace=kill_grace,
         files=files,
         local=local,
+        run=run,
     )
 
 
@@ -297,6 +311,7 @@ def _render(
     kill_grace: int,
     files: Optional[Mapping[str, Any]] = None,
     local: bool = False,
+    run: str = "",
 ) -> Dict[str, Any]:
     """``plan_job`` for a job already loaded and admitted: the options and
     nodes are checked here, the job is not checked again."""
@@ -367,16 +382,17 @@ def _render(
     else:
         mode = "script"
         words = job.args
-    argv = [expand(arg, head_env) for arg in words]
+    expansion = _expansion_env(head_env, run)
+    argv = [expand(arg, expansion) for arg in words]
     # An argument naming a secret env key shows the reference in argv; the
     # node runtime puts the value in (secret_args), never the controller.
     secret_args = []
     for index, arg in enumerate(words):
-        parts = _secret_parts(arg, head_env, secrets)
+        parts = _secret_parts(arg, expansion, secrets)
         if parts is not None:
             secret_args.append({"index": index, "parts": parts})
 
-    return {
+    spec: Dict[str, Any] = {
         "job": job.name,
         "user": user,
         "mode": mode,
@@ -405,6 +421,11 @@ def _render(
         "local": local,
         "ranks": ranks,
     }
+    if run:
+        # The run's id (FB_WORKFLOW_ID, set by the runtime in every process
+        # of the run; the nodes' claims are keyed by it).
+        spec["run"] = run
+    return spec
 
 
 def plan_resources(job: Job) -> Dict[str, Any]:
@@ -428,7 +449,7 @@ def plan_task_array(
     one run of the job, whose ``ranks`` are the tasks instead.
 
     Task ``t`` (``start`` to ``end``) is rank entry ``t - start`` with host
-    name ``<job>-t``, ``FB_TASK_ID=t`` and its log ``task-t.log``; tasks are
+    name ``<job>-t`` and ``FB_TASK_ID=t`` (the runtime names its log); tasks are
     placed round-robin on ``nodes`` (1 to ``job.max_hosts`` of them). In
     command mode each task's ``argv`` is expanded from its own environment,
     so ``$FB_TASK_ID`` and ``$HOSTNAME`` are the task's. ``task_array`` gives
@@ -474,8 +495,7 @@ def plan_task_array(
                 "address": node["address"],
                 "slots": spec["slots_per_node"],
                 "env": env,
-                "argv": [expand(arg, env) for arg in words],
-                "log": "task-%d.log" % task_id,
+                "argv": [expand(arg, _expansion_env(env, options.get("run", ""))) for arg in words],
             }
         )
     spec.update(

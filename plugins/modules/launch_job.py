@@ -12,8 +12,10 @@ short_description: Run rank 0 of a multinode job on the head node and supervise 
 version_added: 0.1.0
 description:
   - Runs the node runtime's head supervisor for a job that was registered on
-    every node of the job (C(multinode-runtime.py prepare), done by the
-    C(fuzz.multinode.job) role), and waits for the job to end.
+    every node of the job (M(fuzz.multinode.node_job), done by the
+    C(fuzz.multinode.job) role), and waits for the job to end. It asks the
+    runtime (its C(start), C(status) and C(cancel) subcommands), never the
+    job's files on the head.
   - Rank 0's command or script runs as the job user, with host name
     C(<job>-0), its stdout and stderr appended to the job log on the head.
   - The job fails when rank 0 exits non-zero or as soon as any worker command
@@ -43,9 +45,10 @@ options:
         alone.
     type: str
   runtime:
-    description: Path of the node runtime on the head.
+    description:
+      - Path of the node runtime on the head; by default where the
+        C(fuzz.multinode.node) role installs it.
     type: path
-    default: /opt/fuzz-multinode/multinode-runtime
   controller_timeout:
     description:
       - Seconds without a poll from the controller after which the job is
@@ -70,11 +73,10 @@ options:
     default: 30
   log_offset:
     description:
-      - Internal, used by the action plugin with O(_mode=status) - return up
-        to 256 KiB of the job log from this byte offset.
+      - Internal - the byte offset of the job log the controller has shown.
     type: int
   _mode:
-    description: Internal, used by the action plugin (V(start) or V(status)).
+    description: Internal (V(start) or V(status)).
     type: str
     choices: [start, status]
     default: start
@@ -153,93 +155,29 @@ log_complete:
   type: bool
 """
 
-import base64
 import json
-import os
 import subprocess
-import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-JOBS_DIR = "/run/fuzz-multinode/jobs"
-LOG_DIR = "/var/log/fuzz-multinode"
-LOG_CHUNK = 256 << 10  # bytes of the job log one poll returns at most
+from ansible_collections.fuzz.multinode.plugins.module_utils.node_runtime import RUNTIME_PATH, runtime_argv
 
 
-def start(module, job_dir):
-    """Start the supervisor in its own session, detached from this module."""
-    heartbeat = os.path.join(job_dir, "heartbeat")
-    with open(heartbeat, "w"):
-        pass
-    with open(os.path.join(job_dir, "supervisor.out"), "wb") as out:
-        process = subprocess.Popen(
-            ["/usr/bin/python3", "-I", module.params["runtime"], "head", module.params["job"],
-             "--controller-timeout", str(module.params["controller_timeout"])],
-            stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-            start_new_session=True, close_fds=True)
-    with open(os.path.join(job_dir, "supervisor.pid"), "w") as handle:
-        handle.write("%d\n" % process.pid)
-    with open(os.path.join(job_dir, "spec.json")) as handle:
-        grace = json.load(handle).get("kill_grace", 10)
-    module.exit_json(changed=True, finished=False, pid=process.pid, kill_grace=grace)
-
-
-def job_log(module):
-    """The part of the job log the controller asked for: up to LOG_CHUNK
-    bytes from `log_offset` (base64: the log is bytes) and the log's size."""
-    offset = module.params["log_offset"]
-    if offset is None:
-        return {}
-    try:
-        with open(os.path.join(LOG_DIR, module.params["job"], "job.log"), "rb") as handle:
-            size = os.fstat(handle.fileno()).st_size
-            handle.seek(offset)
-            data = handle.read(LOG_CHUNK)
-    except FileNotFoundError:
-        size, data = 0, b""
-    return {"log_data": base64.b64encode(data).decode(), "log_size": size}
-
-
-def status(module, job_dir):
-    """Report whether the job has ended, and the job log from `log_offset`
-    on (read after the result: once there is one, the log is complete);
-    every call is a heartbeat."""
-    os.utime(os.path.join(job_dir, "heartbeat"))
-    try:
-        with open(os.path.join(job_dir, "result.json")) as handle:
-            result = json.load(handle)
-    except FileNotFoundError:
-        with open(os.path.join(job_dir, "supervisor.pid")) as handle:
-            pid = int(handle.read())
-        if os.path.exists("/proc/%d" % pid):
-            module.exit_json(changed=False, finished=False, **job_log(module))
-        time.sleep(0.5)  # it may be writing the result right now
-        if not os.path.exists(os.path.join(job_dir, "result.json")):
-            with open(os.path.join(job_dir, "supervisor.out"), "rb") as handle:
-                said = handle.read().decode(errors="replace").strip()
-            module.fail_json(msg="the job's supervisor ended without a result: %s" % (said or "no output"),
-                             finished=True, status="FAILED", **job_log(module))
-        return status(module, job_dir)
-    result.update(changed=True, finished=True, **job_log(module))
-    if result["status"] != "FINISHED":
-        result["msg"] = result["message"]
-        module.fail_json(**result)
-    module.exit_json(**result)
-
-
-def check_run(module, job_dir):
-    """Fail unless the job on this node is the one of this run."""
-    run = module.params["run"]
-    if run is None:
-        return
-    try:
-        with open(os.path.join(job_dir, "run")) as handle:
-            held = handle.read().strip()
-    except FileNotFoundError:
-        held = ""
-    if held != run:
-        module.fail_json(msg="job %s on this node belongs to run %s, not to run %s"
-                         % (module.params["job"], held or "(no id)", run), finished=True, status="FAILED")
+def request(module, subcommand, *options):
+    """The runtime's answer to `start` or `status` for the job (without
+    the action plugin, the module waits on the head for the job's end)."""
+    params = module.params
+    run = ("--run", params["run"]) if params["run"] else ()
+    argv = runtime_argv(subcommand, params["job"], *run, *options, "--wait", params["poll"],
+                        "--log-offset", params["log_offset"] or 0, runtime=params["runtime"] or RUNTIME_PATH)
+    done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        message = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "exit %d" % done.returncode
+        module.fail_json(msg=message.replace("multinode-runtime: ", "", 1), finished=True, status="FAILED")
+    answer = json.loads(done.stdout)
+    for detail in ("log_data", "log_size", "started", "pid", "kill_grace"):
+        answer.pop(detail, None)
+    return answer
 
 
 def main():
@@ -247,7 +185,7 @@ def main():
         argument_spec=dict(
             job=dict(type="str", required=True),
             run=dict(type="str"),
-            runtime=dict(type="path", default="/opt/fuzz-multinode/multinode-runtime"),
+            runtime=dict(type="path"),
             controller_timeout=dict(type="int", default=60),
             poll=dict(type="float", default=1),
             log_file=dict(type="path"),
@@ -257,13 +195,15 @@ def main():
         ),
         supports_check_mode=False,
     )
-    job_dir = os.path.join(JOBS_DIR, module.params["job"])
-    if not os.path.isfile(os.path.join(job_dir, "spec.json")):
-        module.fail_json(msg="job %s is not registered on this node" % module.params["job"])
-    check_run(module, job_dir)
     if module.params["_mode"] == "start":
-        start(module, job_dir)
-    status(module, job_dir)
+        answer = request(module, "start", "--controller-timeout", module.params["controller_timeout"])
+    else:
+        answer = request(module, "status")
+    while not answer.get("finished"):
+        answer = request(module, "status")
+    if answer.get("failed"):
+        module.fail_json(**answer)
+    module.exit_json(**answer)
 
 
 if __name__ == "__main__":

@@ -54,8 +54,8 @@ description:
   - >-
     A job with a C(task-array) is planned as its tasks: RV(spec.ranks) holds one entry per
     task (C(start) to C(end)) with its C(task_id), host name C(<job>-<task id>),
-    C(FB_TASK_ID) in its C(env), its own expanded C(argv) and its C(log)
-    (C(task-<id>.log)), placed round-robin on O(nodes) (1 to C(max_hosts) of them), and
+    C(FB_TASK_ID) in its C(env) and its own expanded C(argv) (the node runtime writes its
+    log, C(task-<id>.log)), placed round-robin on O(nodes) (1 to C(max_hosts) of them), and
     RV(spec.task_array) gives the C(concurrency) the head enforces (the Fuzzfile's, else
     one task per node at a time). A task array of multinode jobs is refused.
   - This module only computes; it changes nothing.
@@ -118,6 +118,14 @@ options:
         RV(fuzz.multinode.fuzzfile#module:workflow.files).
       - Required when the job has C(files); entries the job does not reference are ignored.
     type: dict
+  run:
+    description:
+      - >-
+        The run's id (C(FB_WORKFLOW_ID) of every process of the run), put in the spec as
+        RV(spec.run); C($FB_WORKFLOW_ID) and C(${FB_WORKFLOW_ID}) in C(command) arguments
+        expand to it. Empty - no run (the variable expands to nothing).
+    type: str
+    default: ""
   local:
     description:
       - >-
@@ -186,6 +194,11 @@ spec:
       type: str
       returned: success
       sample: generic-multinode
+    run:
+      description: The run's id (O(run)).
+      type: str
+      returned: success
+      sample: 20261201T120000Z-a1b2c3
     user:
       description: The user that runs the job's processes.
       type: str

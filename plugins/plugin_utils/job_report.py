@@ -135,11 +135,12 @@ def summary_lines(result, spec, log_file, exists=os.path.exists):
         if rank["rank"] == 0 and not tasks:
             path = log_file  # rank 0's output is the job log
         else:
-            path = os.path.join(logs, rank.get("log") or "rank-%d.log" % rank["rank"])
+            # Named by the runtime (a rank that never ran there has none).
+            path = os.path.join(logs, entry["log"]) if entry and entry.get("log") else ""
         duration = entry.get("duration") if entry else None
         rows.append((str(rank["task_id"] if tasks else rank["rank"]), rank["name"], rank["node"],
                      _outcome(entry), "-" if duration is None else format_duration(float(duration)),
-                     path if exists(path) else "-"))
+                     path if path and exists(path) else "-"))
     widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]) - 1)]
     return [title] + ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[-1]
                       for row in rows]

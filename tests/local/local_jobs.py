@@ -32,14 +32,21 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "molecule" / "shared"))
+# The node runtime's registry names the node-side paths (this machine is the
+# node), and the collection says where the runtime is installed.
+for path in (REPO, REPO / "files" / "multinode-runtime"):
+    sys.path.insert(0, str(path))
+from multinode_runtime import registry  # noqa: E402
+
+from ansible_collections.fuzz.multinode.plugins.module_utils.node_runtime import RUNTIME_PATH  # noqa: E402
+
 import fuzz_playbook  # noqa: E402  (run_with_timeout, shared with molecule/mpi)
 
 FUZZFILES = REPO / "tests" / "fuzzfiles"
 LOCAL_FUZZFILES = FUZZFILES / "local"
 EXAMPLES = REPO / "examples"
 JOB_USER = "fuzz"
-JOBS_DIR = Path("/run/fuzz-multinode/jobs")
-RUNTIME = "/opt/fuzz-multinode/multinode-runtime"
+RUNTIME = RUNTIME_PATH
 # A run takes 10-60 s on a loaded 2-core machine; one that hangs (an MPI run
 # that never ends) must fail its tests, not hang the tier.
 PLAYBOOK_TIMEOUT = 400
@@ -187,7 +194,7 @@ def machine_state(jobs):
     return {
         "processes": job_processes(jobs),
         "hosts": {job: blocks[job] for job in jobs if job in blocks},
-        "job_dirs": sorted(job for job in jobs if (JOBS_DIR / job).exists()),
+        "job_dirs": sorted(job for job in jobs if os.path.exists(registry.job_dir(job))),
         "hostname": socket.gethostname(),
     }
 
@@ -299,6 +306,6 @@ def unregister(jobs):
     """Restore this machine after a run whose play could not clean up (an
     interrupted one): the runtime's own cleanup, as the play runs it."""
     for job in jobs:
-        if (JOBS_DIR / job).exists():
+        if os.path.exists(registry.job_dir(job)):
             subprocess.run(["/usr/bin/python3", "-I", RUNTIME, "cleanup", job],
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120)

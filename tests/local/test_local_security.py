@@ -23,7 +23,7 @@ import local_jobs as lj
 
 JOB = "held"
 RANKS = range(3)
-SOCKET = lj.JOBS_DIR / JOB / "launch.sock"
+SOCKET = Path(lj.registry.job_path(JOB, lj.registry.LOCAL_SOCKET))
 
 # Connects to the launch socket, sends one request line, and reports what
 # came back until the other side closed the connection (a broken pipe or a
@@ -146,7 +146,7 @@ def held(workdir):
         seen["hosts"] = lj.hosts_blocks().get(JOB)
         seen["resolved"] = {r: socket.gethostbyname("%s-%d" % (JOB, r)) for r in RANKS}
         seen["hostname"] = socket.gethostname()
-        records = lj.JOBS_DIR / JOB / "ns"
+        records = Path(lj.registry.job_path(JOB, lj.registry.NAMESPACES_DIR))
         seen["ns_records"] = {path.name: os.stat(path).st_ino for path in records.iterdir()}
         marker = job.dir / "marker"
         command = "id -un >%s; hostname >>%s" % (marker, marker)
@@ -174,7 +174,7 @@ def held(workdir):
         seen["log"] = (job.logs / (JOB + ".log")).read_text() if (job.logs / (JOB + ".log")).exists() else ""
         seen["after"] = lj.machine_state([JOB])
         seen["mounts_after"] = [line for line in Path("/proc/self/mountinfo").read_text().splitlines()
-                                if " /run/fuzz-multinode/" in line]
+                                if " %s/" % lj.registry.STATE_DIR in line]
         seen["hostname_before"] = job.hostname_before
         yield seen
     finally:

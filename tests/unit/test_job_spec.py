@@ -279,6 +279,20 @@ def test_command_mode_appends_args():
     assert spec["argv"] == ["echo", "0", "solve-0", "x"]
 
 
+def test_the_run_id_expands_in_command_arguments_like_the_other_FB_variables():
+    """$FB_WORKFLOW_ID / ${FB_WORKFLOW_ID} in `command` are the run's id, as
+    every process of the run sees it (the runtime sets it, over a value of
+    the job's own); the spec carries the run. Without a run: empty."""
+    run = "20261201T165012Z-a1b2c3"
+    job = make_job(command=["echo", "$FB_WORKFLOW_ID", "${FB_WORKFLOW_ID}", "id=${FB_WORKFLOW_ID}x"],
+                   env=[("FB_WORKFLOW_ID", "the job's own")])
+    spec = plan(job, run=run)
+    assert spec["argv"] == ["echo", run, run, "id=%sx" % run]
+    assert spec["run"] == run
+    assert plan(make_job(command=["echo", "$FB_WORKFLOW_ID"]))["argv"] == ["echo", ""]
+    assert "run" not in plan(make_job())
+
+
 def test_args_with_spaces_stay_single():
     job = make_job(
         env=[("SPACED", "a b  c"), ("GLOB", "*")],

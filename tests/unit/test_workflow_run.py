@@ -4,6 +4,7 @@ planned (plan_task_array): pure logic, no Ansible."""
 import textwrap
 
 import pytest
+from multinode_runtime.spec import JobSpec
 
 from ansible_collections.fuzz.multinode.plugins.module_utils.fuzzfile import (
     FuzzfileError,
@@ -104,6 +105,13 @@ def sweep(jobs=SWEEP):
     return workflow(jobs).jobs["sweep"]
 
 
+def test_each_task_expands_the_run_id_in_its_command():
+    spec = plan_task_array(sweep(SWEEP.replace("$A", "$FB_WORKFLOW_ID")), nodes(2),
+                           run="20261201T165012Z-a1b2c3", **OPTIONS)
+    assert spec["ranks"][0]["argv"] == ["/bin/sh", "-c", "echo 3 sweep-3 20261201T165012Z-a1b2c3"]
+    assert spec["run"] == "20261201T165012Z-a1b2c3"
+
+
 def test_task_array_uses_at_most_concurrency_hosts():
     assert sweep().max_hosts == 2
     assert sweep(SWEEP.replace(", concurrency: 2", "")).max_hosts == 5  # one per task
@@ -114,7 +122,10 @@ def test_task_array_uses_at_most_concurrency_hosts():
 def test_task_array_tasks_get_their_id_host_name_log_and_own_expansion():
     spec = plan_task_array(sweep(), nodes(2), **OPTIONS)
     assert spec["task_array"] == {"start": 3, "end": 7, "concurrency": 2}
-    assert [(t["rank"], t["task_id"], t["name"], t["node"], t["log"]) for t in spec["ranks"]] == [
+    # The runtime names a task's log (registry.log_name).
+    logs = [rank.log_name for rank in JobSpec.from_dict(spec).ranks]
+    rows = [(t["rank"], t["task_id"], t["name"], t["node"], log) for t, log in zip(spec["ranks"], logs, strict=True)]
+    assert rows == [
         (0, 3, "sweep-3", "n1", "task-3.log"),
         (1, 4, "sweep-4", "n2", "task-4.log"),
         (2, 5, "sweep-5", "n1", "task-5.log"),

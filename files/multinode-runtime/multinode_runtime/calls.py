@@ -60,7 +60,7 @@ def rank_outcomes(spec, calls, ended):
         mine = [c for c in calls if c.get("rank") == rank.rank]
         head = rank.rank == 0 and spec.task_array is None
         entry = {"rank": rank.rank, "name": rank.name, "node": rank.node,
-                 "log": "job.log" if head else rank.log_name,
+                 "log": registry.JOB_LOG_NAME if head else rank.log_name,
                  "state": "not started", "status": None, "start": None, "end": None,
                  "duration": None, "calls": len(mine)}
         if rank.is_task:

@@ -1,7 +1,20 @@
 """Command dispatch: the runtime's subcommands.
 
-  prepare --node NODE   (root) register a job on this node; the job spec
-                        (JSON, see docs/design.md) is read from stdin
+  prepare --node NODE [--secrets]
+                        (root) register a job on this node; the job spec
+                        (JSON, see docs/design.md) is read from stdin. With
+                        --secrets stdin is {"spec": SPEC, "secrets": {...}}
+                        and the job's secret values are kept as `secrets` does
+  start JOB [--run RUN] [--controller-timeout S] [--wait S] [--log-offset N]
+                        (root, head node) start the head supervisor
+                        detached (it runs `head`), then answer as status
+  status JOB [--run RUN] [--wait S] [--log-offset N]
+                        (root, head node) whether the job has ended, its
+                        result once it has, and the job log from byte N on
+                        (the part the controller has not shown yet); a
+                        heartbeat. Waits up to S seconds for the job's end
+  cancel JOB [--run RUN] REASON
+                        (root, head node) ask the supervisor to cancel the job
   head JOB [--controller-timeout SECONDS]
                         (root, head node) run rank 0 and supervise the job;
                         prints the job's result as JSON
@@ -17,11 +30,18 @@
                         job on its node, the way a wrapper call runs
   connect JOB REQUEST   (job user, local mode) carry a launch request to
                         the head's local launch socket, as ssh would
-  cleanup JOB [--run RUN] [--everywhere]
+  cleanup JOB [--run RUN] [--everywhere] [--logs] [--job-log]
                         (root) kill every process of JOB on this node,
                         remove the files it placed, unregister it; prints
                         JSON. --everywhere (head): on the job's other nodes
-                        too, when no play will (the playbook was interrupted)
+                        too, when no play will (the playbook was interrupted).
+                        --logs: the answer carries the logs of the job's
+                        ranks here (control.node_logs), --job-log also the
+                        job log's path
+  show [JOB]            (root) what this node holds of JOB, as JSON: its
+                        run, whether it is registered, its secrets are kept
+                        or its host names listed, and its logs; without JOB
+                        the jobs registered here (for tests and by hand)
 
 --run RUN: the run of run-job.yml the command is for; a job that another run
 holds on this node is left alone (claims.py). Without it (by hand), any run.
@@ -39,15 +59,27 @@ from .errors import PROG, RuntimeFailure
 
 
 def cmd_prepare(args):
+    with_secrets = "--secrets" in args
+    args = [arg for arg in args if arg != "--secrets"]
     if len(args) != 2 or args[0] != "--node":
-        raise RuntimeFailure("usage: prepare --node NODE < spec.json")
+        raise RuntimeFailure("usage: prepare --node NODE [--secrets] < spec.json")
     from .prepare import prepare_job
     from .spec import parse_spec
     try:
         data = json.load(sys.stdin)
     except ValueError:
         raise RuntimeFailure("prepare: stdin must be the job spec as JSON") from None
-    print(json.dumps(prepare_job(data, parse_spec(data), args[1])))
+    secrets = None
+    if with_secrets:
+        if not isinstance(data, dict):
+            raise RuntimeFailure('prepare: stdin must be {"spec": SPEC, "secrets": {...}}')
+        data, secrets = data.get("spec"), data.get("secrets")
+    spec = parse_spec(data)
+    answer = prepare_job(data, spec, args[1])
+    if secrets is not None and spec.secret_names():
+        from .inputs import store_secrets
+        answer["secrets"] = store_secrets(spec, secrets)
+    print(json.dumps(answer))
 
 
 def cmd_head(args):
@@ -92,6 +124,65 @@ def cmd_connect(args):
     return connect(args[0], args[1])
 
 
+def take_options(args, names):
+    """(the arguments without `--NAME VALUE` for each of `names`,
+    {NAME: VALUE}); flags (`--everywhere`) stay in the arguments."""
+    rest, values = [], {}
+    args = list(args)
+    while args:
+        arg = args.pop(0)
+        if arg.startswith("--") and arg[2:] in names:
+            if not args:
+                raise RuntimeFailure("%s needs a value" % arg)
+            values[arg[2:]] = args.pop(0)
+        else:
+            rest.append(arg)
+    return rest, values
+
+
+def number(values, name, default, kind=float):
+    try:
+        return kind(values.get(name, default))
+    except ValueError:
+        raise RuntimeFailure("--%s must be a number, got %r" % (name, values[name])) from None
+
+
+CONTROL_OPTIONS = ("run", "controller-timeout", "wait", "log-offset")
+
+
+def cmd_start(args):
+    args, values = take_options(args, CONTROL_OPTIONS)
+    if len(args) != 1:
+        raise RuntimeFailure("usage: start JOB [--run RUN] [--controller-timeout S] [--wait S] [--log-offset N]")
+    from .control import start
+    print(json.dumps(start(args[0], values.get("run"), number(values, "controller-timeout", 0),
+                           number(values, "wait", 0), number(values, "log-offset", 0, int))))
+
+
+def cmd_status(args):
+    args, values = take_options(args, CONTROL_OPTIONS)
+    if len(args) != 1:
+        raise RuntimeFailure("usage: status JOB [--run RUN] [--wait S] [--log-offset N]")
+    from .control import status
+    print(json.dumps(status(args[0], values.get("run"), number(values, "wait", 0),
+                            number(values, "log-offset", 0, int))))
+
+
+def cmd_cancel(args):
+    args, values = take_options(args, ("run",))
+    if len(args) != 2:
+        raise RuntimeFailure("usage: cancel JOB [--run RUN] REASON")
+    from .control import cancel
+    print(json.dumps(cancel(args[0], values.get("run"), args[1])))
+
+
+def cmd_show(args):
+    if len(args) > 1:
+        raise RuntimeFailure("usage: show [JOB]")
+    from .control import show
+    print(json.dumps(show(*args)))
+
+
 def take_run(args):
     """(the arguments without `--run RUN`, RUN or None)."""
     if "--run" not in args:
@@ -123,14 +214,19 @@ def cmd_secrets(args):
 
 def cmd_cleanup(args):
     args, run = take_run(args)
-    if len(args) not in (1, 2) or (len(args) == 2 and args[1] != "--everywhere"):
-        raise RuntimeFailure("usage: cleanup JOB [--run RUN] [--everywhere]")
+    flags = set(args[1:])
+    if not args or len(flags) != len(args) - 1 or not flags <= {"--everywhere", "--logs", "--job-log"}:
+        raise RuntimeFailure("usage: cleanup JOB [--run RUN] [--everywhere] [--logs] [--job-log]")
     from .teardown import cleanup
-    print(json.dumps(cleanup(args[0], everywhere=len(args) == 2, run=run)))
+    print(json.dumps(cleanup(args[0], everywhere="--everywhere" in flags, run=run,
+                             logs="--logs" in flags, job_log="--job-log" in flags)))
 
 
 COMMANDS = {
     "prepare": cmd_prepare,
+    "start": cmd_start,
+    "status": cmd_status,
+    "cancel": cmd_cancel,
     "head": cmd_head,
     "launch": cmd_launch,
     "wrapper": cmd_wrapper,
@@ -138,6 +234,7 @@ COMMANDS = {
     "connect": cmd_connect,
     "secrets": cmd_secrets,
     "cleanup": cmd_cleanup,
+    "show": cmd_show,
 }
 
 

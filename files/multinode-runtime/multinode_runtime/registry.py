@@ -45,7 +45,12 @@ AGENT_REQUESTS = "requests"       # in AGENT_DIR: the agent's request FIFO
 RESULT_FILE = "result.json"       # the head supervisor's result
 HEARTBEAT_FILE = "heartbeat"      # touched by every poll of the controller
 CANCEL_FILE = "cancel"            # the controller's cancel request
-SUPERVISOR_PID_FILE = "supervisor.pid"  # the head supervisor, started by launch_job
+SUPERVISOR_PID_FILE = "supervisor.pid"  # the head supervisor, started by `start`
+SUPERVISOR_OUT_FILE = "supervisor.out"  # what it printed (said when it ends without a result)
+
+# Entries of a job's log directory: the job log (rank 0's output and the
+# runtime's messages, on the head) and one log per rank or task (log_name).
+JOB_LOG_NAME = "job.log"
 
 
 def runtime_command(*args):
@@ -76,13 +81,21 @@ def registered_jobs():
         return []
 
 
+def log_name(rank):
+    """The file name of a rank's log on its node, rank-<r>.log, or of a
+    task's, task-<task id>.log: the one naming rule (the controller copies
+    the logs home under the names the runtime reports)."""
+    if rank.task_id is not None:
+        return "task-%d.log" % rank.task_id
+    return "rank-%d.log" % rank.rank
+
+
 def rank_log_path(job, rank):
-    """The log of a rank (rank-<r>.log) or of a task (its spec `log`)."""
-    return os.path.join(LOG_DIR, job, rank.log_name)
+    return os.path.join(LOG_DIR, job, log_name(rank))
 
 
 def job_log_path(job):
-    return os.path.join(LOG_DIR, job, "job.log")
+    return os.path.join(LOG_DIR, job, JOB_LOG_NAME)
 
 
 def write_file(path, text, mode, gid=None):
@@ -94,11 +107,20 @@ def write_file(path, text, mode, gid=None):
         os.chown(path, 0, gid)
 
 
+def hosts_block_markers(job):
+    """The lines that open and close the job's block in /etc/hosts."""
+    return "# BEGIN fuzz.multinode job %s\n" % job, "# END fuzz.multinode job %s\n" % job
+
+
+def has_hosts_block(job):
+    with open(HOSTS_FILE) as handle:
+        return hosts_block_markers(job)[0] in handle.read()
+
+
 def write_hosts_block(job, entries):
     """Rewrite this job's managed block in /etc/hosts in place: container
     engines bind-mount the file, so it cannot be replaced by a rename."""
-    begin = "# BEGIN fuzz.multinode job %s\n" % job
-    end = "# END fuzz.multinode job %s\n" % job
+    begin, end = hosts_block_markers(job)
     with open(HOSTS_FILE, "r+") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         kept, inside = [], False

@@ -29,7 +29,6 @@ class Rank:
     env: Dict[str, str] = field(default_factory=dict)
     task_id: Optional[int] = None   # a task array's task: its FB_TASK_ID
     argv: Optional[List[str]] = None  # a task's own command
-    log: Optional[str] = None       # a task's log file name
 
     @property
     def is_task(self):
@@ -37,8 +36,8 @@ class Rank:
 
     @property
     def log_name(self):
-        """The file name of its log on its node (the one naming rule)."""
-        return self.log or "rank-%d.log" % self.rank
+        """The file name of its log on its node (registry.log_name)."""
+        return registry.log_name(self)
 
     def summary(self, status):
         return {"rank": self.rank, "name": self.name, "node": self.node, "status": status}

@@ -41,23 +41,29 @@ def cleanup_job(job, grace, user):
     return killed
 
 
-def cleanup(job, everywhere, run=None):
-    """`cleanup JOB [--run RUN] [--everywhere]`: the job's teardown on this
-    node (and with `everywhere`, first on the job's other nodes); the JSON
-    result. With a run, a job another run holds here is left alone."""
+def cleanup(job, everywhere, run=None, logs=False, job_log=False):
+    """`cleanup JOB [--run RUN] [--everywhere] [--logs] [--job-log]`: the
+    job's teardown on this node (and with `everywhere`, first on the job's
+    other nodes); the JSON result, with `logs` the logs of its ranks here
+    (control.node_logs). With a run, a job another run holds here is left
+    alone."""
     with claims_locked():
         if not holds(job, run):
             return {"changed": False, "job": job, "killed": 0, "held_by": held_run(job)}
-        grace, user, spec = KILL_GRACE, None, None
+        grace, user, spec, node = KILL_GRACE, None, None, None
         try:
             spec = load_spec(job)
-            grace, user = spec.kill_grace, job_user(spec)
-        except RuntimeFailure:
+            grace, user, node = spec.kill_grace, job_user(spec), registry.this_node(job)
+        except (RuntimeFailure, OSError):
             pass  # not registered here (any more): only the hosts block to clear
         if spec is not None and everywhere:  # (local mode: no other node)
-            clean_nodes(spec, user, spec.nodes_except(registry.this_node(job)), unregister=True)
+            clean_nodes(spec, user, spec.nodes_except(node), unregister=True)
         killed = cleanup_job(job, grace, user)
-    return {"changed": killed > 0, "job": job, "killed": killed}
+    answer = {"changed": killed > 0, "job": job, "killed": killed}
+    if logs and spec is not None:
+        from .control import node_logs
+        answer.update(node_logs(job, spec, node, job_log))
+    return answer
 
 
 def stop_on_request(spec, unregister):

@@ -16,6 +16,8 @@ import testinfra
 import yaml
 
 sys.path.insert(0, os.path.join(os.environ["MOLECULE_PROJECT_DIRECTORY"], "molecule", "shared"))
+import node_runtime  # noqa: E402  (what the nodes' runtime holds of a job)
+
 import fuzz_playbook as user_playbook  # noqa: E402  (run-job.yml as a user runs it)
 
 PROJECT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
@@ -144,8 +146,8 @@ def test_secret_value_is_printed_nowhere(inputs_ok):
 
 def test_secret_value_is_left_on_no_node(inputs_ok):
     for node in ALL_NODES:
-        found = node.run("grep -rlF -e %s /run/fuzz-multinode /var/log/fuzz-multinode /tmp /etc"
-                         % shlex.quote(SECRET_ID))
+        found = node.run("grep -rlF -e %s %s %s /tmp /etc" % (
+            shlex.quote(SECRET_ID), node_runtime.registry.STATE_DIR, node_runtime.registry.LOG_DIR))
         assert found.rc == 1, found.stdout
 
 
@@ -190,8 +192,8 @@ def test_missing_secret_is_refused_naming_job_key_and_reference(missing_secret):
 def test_missing_secret_is_refused_before_the_job_reaches_a_node(missing_secret, host):
     rc, output, _ = missing_secret
     assert "Register the job on its nodes" not in output
-    assert not host.file("/run/fuzz-multinode/jobs/inputs-missing-secret").exists
-    assert not host.file("/var/log/fuzz-multinode/inputs-missing-secret").exists
+    held = node_runtime.show_on(host, "inputs-missing-secret")
+    assert not held["registered"] and not held["log_dir"], held
     assert not host.file("/tmp/fmn-inputs-never").exists
 
 
@@ -249,4 +251,4 @@ def test_refused_job_never_starts_and_leaves_the_node_as_it_was(refused, host):
     # The good file was written before the others were refused; cleanup
     # removed it with the directory made for it.
     assert not host.file("/tmp/fmn-inputs-partial").exists
-    assert not host.file("/run/fuzz-multinode/jobs/inputs-refused").exists
+    assert not node_runtime.show_on(host, "inputs-refused")["registered"]

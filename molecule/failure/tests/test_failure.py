@@ -25,13 +25,15 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, os.path.join(os.environ["MOLECULE_PROJECT_DIRECTORY"], "molecule", "shared"))
+import node_runtime  # noqa: E402  (what the nodes' runtime holds of a job)
+
 import fuzz_playbook as user_playbook  # noqa: E402  (run-job.yml as a user runs it)
 
 EPHEMERAL = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"])
 PROJECT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
 FUZZFILES = PROJECT / "tests" / "fuzzfiles" / "failure"
-RUNTIME = "/opt/fuzz-multinode/multinode-runtime"
+RUNTIME = node_runtime.RUNTIME_PATH
 NODES = ["fmn-failure-node-1", "fmn-failure-node-2", "fmn-failure-node-3"]
 HEAD, WORKER, THIRD = NODES  # rank 0, rank 1, rank 2 of a 3-node job
 NO_PROCESSES = {name: [] for name in NODES}
@@ -252,21 +254,20 @@ def test_term_ignoring_processes_are_gone_when_the_job_fails(job_run):
 
 def head_job_log(job):
     """The job log on the head, which an interrupted play never fetches."""
-    return docker("exec", HEAD, "cat", "/var/log/fuzz-multinode/%s/job.log" % job).stdout
+    return node_runtime.show(HEAD, job)["job_log"] or ""
 
 
 def nodes_holding_secrets(job):
     """The nodes that hold the job's secret values (the runtime keeps them
     in the job's directory, root only)."""
-    path = "/run/fuzz-multinode/jobs/%s/secrets.json" % job
-    return [node for node in NODES if docker("exec", node, "test", "-e", path).returncode == 0]
+    return [node for node in NODES if node_runtime.show(node, job)["secrets"]]
 
 
 def nodes_where_registered(job):
     """The nodes where anything of the job's registration is left: its
     directory (spec, secrets, pinned namespaces) or its rank host names."""
-    check = "test -e /run/fuzz-multinode/jobs/%s || grep -q 'fuzz.multinode job %s$' /etc/hosts" % (job, job)
-    return [node for node in NODES if docker("exec", node, "sh", "-c", check).returncode == 0]
+    held = {node: node_runtime.show(node, job) for node in NODES}
+    return [node for node in NODES if held[node]["registered"] or held[node]["hosts_block"]]
 
 
 def wait_for_no_processes(within):

@@ -1,0 +1,94 @@
+# Copyright: fuzz.multinode developers
+# Apache License 2.0 (see LICENSE)
+"""Action plugin of fuzz.multinode.node_job: a job's registration on one
+node, through the node runtime's `prepare` and `cleanup` subcommands, one
+command over the host's connection each (no module is shipped).
+
+state=present registers the job with its spec and, in the same command,
+the values of its secrets (stdin only: never in a result). A node that
+refuses the job answers `refused` with the node's reason.
+
+state=absent stops the job's processes there and unregisters it; the
+answer carries the logs of the job's ranks on the node (up to the runtime's
+inline budget; larger ones are fetched from the paths it reports), which
+are written to `logs` on the controller under the runtime's names, and the
+job log is fetched to `job_log` when given (the head: launch_job did not
+stream all of it)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+
+from ansible.plugins.action import ActionBase
+
+from ansible_collections.fuzz.multinode.plugins.plugin_utils.node_runtime_call import RuntimeRefused, call_runtime
+
+ARGUMENT_SPEC = dict(
+    job=dict(type="str", required=True),
+    run=dict(type="str"),
+    state=dict(type="str", choices=["present", "absent"], default="present"),
+    spec=dict(type="dict"),
+    secrets=dict(type="dict", no_log=True),
+    logs=dict(type="path"),
+    job_log=dict(type="path"),
+    runtime=dict(type="path"),
+    node=dict(type="str"),
+)
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _supports_check_mode = False
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        _, params = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        try:
+            if params["state"] == "present":
+                result.update(self._register(params, params["node"] or task_vars["inventory_hostname"]))
+            else:
+                result.update(self._unregister(params))
+        except RuntimeRefused as exc:
+            result.update(failed=True, msg=str(exc))
+            if params["state"] == "present":
+                result["refused"] = str(exc)
+        return result
+
+    def _register(self, params, node):
+        spec = params["spec"]
+        if not spec or spec.get("job") != params["job"]:
+            raise RuntimeRefused("spec: the job spec of job %s is required with state=present" % params["job"])
+        if params["run"] is not None and spec.get("run") != params["run"]:
+            raise RuntimeRefused("spec: the spec is of run %s, not of run %s" % (spec.get("run"), params["run"]))
+        if params["secrets"] is not None:
+            answer = call_runtime(self, "prepare", "--node", node, "--secrets", runtime=params["runtime"],
+                                  in_data=json.dumps({"spec": spec, "secrets": params["secrets"]}).encode())
+        else:
+            answer = call_runtime(self, "prepare", "--node", node, in_data=json.dumps(spec).encode(),
+                                  runtime=params["runtime"])
+        return dict(changed=True, job=answer.get("job"), node=answer.get("node"), run=answer.get("run"))
+
+    def _unregister(self, params):
+        run = ("--run", params["run"]) if params["run"] else ()
+        flags = ["--logs"] + (["--job-log"] if params["job_log"] else [])
+        answer = call_runtime(self, "cleanup", params["job"], *run, *flags, runtime=params["runtime"])
+        written = {}
+        for entry in answer.pop("logs", []):
+            if not params["logs"]:
+                break
+            dest = os.path.join(params["logs"], entry["name"])
+            os.makedirs(params["logs"], exist_ok=True)
+            if "data" in entry:
+                with open(dest, "wb") as handle:
+                    handle.write(base64.b64decode(entry["data"]))
+            else:
+                self._connection.fetch_file(entry["path"], dest)
+            written[str(entry["rank"])] = dest
+        job_log = answer.pop("job_log", None)
+        if job_log and params["job_log"]:
+            os.makedirs(os.path.dirname(params["job_log"]) or ".", exist_ok=True)
+            self._connection.fetch_file(job_log["path"], params["job_log"])
+        answer["logs"] = written
+        return answer

@@ -1,0 +1,78 @@
+#!/usr/bin/python
+# Copyright: fuzz.multinode developers
+# Apache License 2.0 (see LICENSE)
+"""Whether a node is prepared for multinode jobs, and its address."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: node_state
+short_description: Whether a node is prepared for multinode jobs, and its address
+version_added: 0.2.0
+description:
+  - Says whether the node was prepared by the C(fuzz.multinode.node) role
+    with the same O(fingerprint) and, unless O(local), its sshd runs; and
+    the node's default IPv4 address (the source address of its route to a
+    public address, as Ansible's C(ansible_default_ipv4) fact has it), so
+    that no facts need to be gathered.
+  - One command over the host's connection (an action plugin).
+author:
+  - fuzz.multinode developers
+options:
+  fingerprint:
+    description: The fingerprint of what node preparation would install.
+    type: str
+    required: true
+  local:
+    description: Local mode, where no sshd runs.
+    type: bool
+    default: false
+attributes:
+  action:
+    support: full
+    details: Runs one shell command on the host.
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+"""
+
+EXAMPLES = r"""
+- name: Check whether the node is prepared already
+  fuzz.multinode.node_state:
+    fingerprint: "{{ fingerprint }}"
+  register: state
+"""
+
+RETURN = r"""
+prepared:
+  description: Whether the node is prepared with this fingerprint (and its sshd runs).
+  returned: always
+  type: bool
+address:
+  description: The node's default IPv4 address, empty when it has no default route.
+  returned: always
+  type: str
+fingerprint:
+  description: The fingerprint checked.
+  returned: always
+  type: str
+runtime:
+  description: Where the node role installs the node runtime.
+  returned: always
+  type: str
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+
+def main():
+    module = AnsibleModule(argument_spec=dict(fingerprint=dict(type="str", required=True),
+                                              local=dict(type="bool", default=False)),
+                           supports_check_mode=True)
+    module.fail_json(msg="fuzz.multinode.node_state runs as an action plugin only")
+
+
+if __name__ == "__main__":
+    main()
