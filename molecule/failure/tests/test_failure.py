@@ -33,7 +33,6 @@ EPHEMERAL = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"])
 PROJECT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
 FUZZFILES = PROJECT / "tests" / "fuzzfiles" / "failure"
-RUNTIME = node_runtime.RUNTIME_PATH
 NODES = ["fmn-failure-node-1", "fmn-failure-node-2", "fmn-failure-node-3"]
 HEAD, WORKER, THIRD = NODES  # rank 0, rank 1, rank 2 of a 3-node job
 NO_PROCESSES = {name: [] for name in NODES}
@@ -126,7 +125,7 @@ def unregister(job, nodes=NODES):
     """Restore the nodes after a run whose play could not clean up: the
     runtime's own cleanup, as the play runs it."""
     for node in nodes:
-        docker("exec", node, "/usr/bin/python3", "-I", RUNTIME, "cleanup", job, timeout=120)
+        docker("exec", node, *node_runtime.runtime_argv("cleanup", job), timeout=120)
 
 
 # A function too: some tests read the output of a run that is no JobRun.
