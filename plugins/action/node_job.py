@@ -23,19 +23,8 @@ import os
 
 from ansible.plugins.action import ActionBase
 
+from ansible_collections.fuzz.multinode.plugins.module_utils.node_runtime import NODE_JOB_ARGUMENT_SPEC
 from ansible_collections.fuzz.multinode.plugins.plugin_utils.node_runtime_call import RuntimeRefused, call_runtime
-
-ARGUMENT_SPEC = dict(
-    job=dict(type="str", required=True),
-    run=dict(type="str"),
-    state=dict(type="str", choices=["present", "absent"], default="present"),
-    spec=dict(type="dict"),
-    secrets=dict(type="dict", no_log=True),
-    logs=dict(type="path"),
-    job_log=dict(type="path"),
-    runtime=dict(type="path"),
-    node=dict(type="str"),
-)
 
 
 class ActionModule(ActionBase):
@@ -44,7 +33,7 @@ class ActionModule(ActionBase):
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
-        _, params = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        _, params = self.validate_argument_spec(argument_spec=NODE_JOB_ARGUMENT_SPEC)
         try:
             if params["state"] == "present":
                 result.update(self._register(params, params["node"] or task_vars["inventory_hostname"]))

@@ -8,12 +8,26 @@ files/multinode-runtime/multinode_runtime/cli.py lists them)."""
 from __future__ import annotations
 
 import shlex
-from typing import List
+from typing import Any, Dict, List
 
 # The fuzz.multinode.node role installs the runtime here (the node_state
 # module reports it to the role).
 RUNTIME_PATH = "/opt/fuzz-multinode/multinode-runtime"
 PYTHON = "/usr/bin/python3"
+
+# The options of fuzz.multinode.node_job, for its module and its action
+# plugin alike.
+NODE_JOB_ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = dict(
+    job=dict(type="str", required=True),
+    run=dict(type="str"),
+    state=dict(type="str", choices=["present", "absent"], default="present"),
+    spec=dict(type="dict"),
+    secrets=dict(type="dict", no_log=True),
+    logs=dict(type="path"),
+    job_log=dict(type="path"),
+    runtime=dict(type="path"),
+    node=dict(type="str"),
+)
 
 
 def runtime_argv(subcommand: str, *args: object, runtime: str = RUNTIME_PATH) -> List[str]:

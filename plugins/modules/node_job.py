@@ -103,22 +103,16 @@ import subprocess
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.fuzz.multinode.plugins.module_utils.node_runtime import RUNTIME_PATH, runtime_argv
+from ansible_collections.fuzz.multinode.plugins.module_utils.node_runtime import (
+    NODE_JOB_ARGUMENT_SPEC,
+    RUNTIME_PATH,
+    runtime_argv,
+)
 
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(
-            job=dict(type="str", required=True),
-            run=dict(type="str"),
-            state=dict(type="str", choices=["present", "absent"], default="present"),
-            spec=dict(type="dict"),
-            secrets=dict(type="dict", no_log=True),
-            logs=dict(type="path"),
-            job_log=dict(type="path"),
-            runtime=dict(type="path"),
-            node=dict(type="str"),
-        ),
+        argument_spec=NODE_JOB_ARGUMENT_SPEC,
         supports_check_mode=False,
     )
     params = module.params

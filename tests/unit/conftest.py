@@ -11,7 +11,26 @@ with that directory first on ``sys.path``; the tests import it the same way.
 import os
 import sys
 
+import pytest
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 for path in (ROOT, os.path.join(ROOT, "files", "multinode-runtime")):
     if path not in sys.path:
         sys.path.insert(0, path)
+
+
+@pytest.fixture
+def runtime_state(tmp_path, monkeypatch):
+    """The node runtime's state, logs and /etc/hosts in a temporary directory
+    (its registry's paths pointed there); returns that directory."""
+    from multinode_runtime import registry
+
+    state = tmp_path / "run"
+    monkeypatch.setattr(registry, "STATE_DIR", str(state))
+    monkeypatch.setattr(registry, "JOBS_DIR", str(state / "jobs"))
+    monkeypatch.setattr(registry, "CONTROL_DIR", str(state / "ssh"))
+    monkeypatch.setattr(registry, "LOG_DIR", str(tmp_path / "log"))
+    hosts = tmp_path / "hosts"
+    hosts.write_text("127.0.0.1 localhost\n")
+    monkeypatch.setattr(registry, "HOSTS_FILE", str(hosts))
+    return tmp_path

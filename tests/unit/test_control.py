@@ -19,22 +19,14 @@ RUN, OTHER = "20261201T165012Z-a1b2c3", "20261201T165015Z-d4e5f6"
 
 
 @pytest.fixture
-def node(tmp_path, monkeypatch):
+def node(runtime_state):
     """The runtime's state, logs and /etc/hosts in a temporary directory,
     with job ja registered for RUN on node-1 (ranks 0 and 2 there)."""
-    state = tmp_path / "run"
-    monkeypatch.setattr(registry, "STATE_DIR", str(state))
-    monkeypatch.setattr(registry, "JOBS_DIR", str(state / "jobs"))
-    monkeypatch.setattr(registry, "CONTROL_DIR", str(state / "ssh"))
-    monkeypatch.setattr(registry, "LOG_DIR", str(tmp_path / "log"))
-    hosts = tmp_path / "hosts"
-    hosts.write_text("127.0.0.1 localhost\n")
-    monkeypatch.setattr(registry, "HOSTS_FILE", str(hosts))
     data = {"job": "ja", "run": RUN, "user": USER, "argv": ["true"], "kill_grace": 1, "ranks": [
         {"rank": r, "name": "ja-%d" % r, "node": "node-%d" % (1 + r % 2), "address": "10.0.0.%d" % (1 + r % 2)}
         for r in range(3)]}
     prepare_job(data, JobSpec.from_dict(data), "node-1")
-    return tmp_path
+    return runtime_state
 
 
 def run_cli(capsys, *argv):

@@ -22,17 +22,9 @@ FIRST, SECOND = "20261201T165012Z-a1b2c3", "20261201T165015Z-d4e5f6"
 
 
 @pytest.fixture
-def node(tmp_path, monkeypatch):
+def node(runtime_state):
     """The runtime's state, logs and /etc/hosts in a temporary directory."""
-    state = tmp_path / "run"
-    monkeypatch.setattr(registry, "STATE_DIR", str(state))
-    monkeypatch.setattr(registry, "JOBS_DIR", str(state / "jobs"))
-    monkeypatch.setattr(registry, "CONTROL_DIR", str(state / "ssh"))
-    monkeypatch.setattr(registry, "LOG_DIR", str(tmp_path / "log"))
-    hosts = tmp_path / "hosts"
-    hosts.write_text("127.0.0.1 localhost\n")
-    monkeypatch.setattr(registry, "HOSTS_FILE", str(hosts))
-    return tmp_path
+    return runtime_state
 
 
 def spec_data(run, job="ja"):
