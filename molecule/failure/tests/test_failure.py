@@ -53,8 +53,8 @@ def playbook(fuzzfile, logs, job=None, extra_vars=None, args=()):
 SECRET_ARGS = ("-e", json.dumps({"fuzz_multinode_secrets": {"user/fmn-interrupted-token": "fmn-s3cret"}}))
 
 
-def run_job(fuzzfile, logs, job=None):
-    rc, output, seconds = user_playbook.run_job(FUZZFILES / fuzzfile, logs, job)
+def run_job(fuzzfile, logs, job=None, extra_vars=None):
+    rc, output, seconds = user_playbook.run_job(FUZZFILES / fuzzfile, logs, job, extra_vars)
     # leftovers: the job user's processes on every node the moment it returned.
     return user_playbook.JobRun(job or Path(fuzzfile).stem, logs, rc, output, seconds,
                                 processes_on_all_nodes())
@@ -143,9 +143,9 @@ def job_run(tmp_path_factory):
     """Runs each Fuzzfile job once for all the tests that look at it."""
     runs = {}
 
-    def get(fuzzfile, job=None):
+    def get(fuzzfile, job=None, extra_vars=None):
         if (fuzzfile, job) not in runs:
-            runs[fuzzfile, job] = run_job(fuzzfile, tmp_path_factory.mktemp("logs"), job)
+            runs[fuzzfile, job] = run_job(fuzzfile, tmp_path_factory.mktemp("logs"), job, extra_vars)
         return runs[fuzzfile, job]
     return get
 
@@ -229,8 +229,14 @@ def test_failing_head_leaves_no_process(job_run):
 
 # -- commands that ignore SIGTERM -----------------------------------------------------
 
+# The kill grace period (seconds from SIGTERM to SIGKILL) of these runs:
+# short, so that the processes ignoring SIGTERM do not take the default
+# 10 s at each teardown (tests/local does the same).
+TERM_IGNORED = {"fuzz_multinode_kill_grace": 2}
+
+
 def test_term_ignoring_processes_are_gone_when_the_job_ends(job_run):
-    run = job_run("term-ignored-ends.yml")
+    run = job_run("term-ignored-ends.yml", extra_vars=TERM_IGNORED)
     assert run.rc == 0, run
     # They did run, and ignored TERM ...
     assert "term-ignored-ends-0 ignores TERM" in run.log(), run
@@ -240,7 +246,7 @@ def test_term_ignoring_processes_are_gone_when_the_job_ends(job_run):
 
 
 def test_term_ignoring_processes_are_gone_when_the_job_fails(job_run):
-    run = job_run("term-ignored-fails.yml")
+    run = job_run("term-ignored-fails.yml", extra_vars=TERM_IGNORED)
     assert run.rc != 0, run
     assert ("rank 1 (term-ignored-fails-1 on %s) exited with status 4" % WORKER
             in failure_message(run.output)), run
