@@ -7,6 +7,8 @@ path is tested on real jobs by tests/local and the Molecule scenarios."""
 import json
 import os
 import pwd
+import select
+import signal
 import time
 
 import pytest
@@ -243,3 +245,110 @@ def test_a_reply_fifo_of_a_client_gone_before_it_asked_is_no_call_in_flight(head
     assert not the_agent.calls_in_flight()
     os.mkfifo(os.path.join(the_agent.directory, "%d.reply" % os.getpid()))
     assert the_agent.calls_in_flight()
+
+
+def serve_closing_early(request):
+    """A launcher stand-in whose frames end well before it exits."""
+    wire.send_frame(1, wire.FRAME_EXIT, b"0")
+    os.close(1)
+    time.sleep(float(request["command"]))
+    return 0
+
+
+def test_forked_calls_never_wait_for_a_launcher_that_closed_its_frames_early():
+    calls_here = channel.ForkedCalls(serve_closing_early)
+    calls_here.start(1, {"command": "2"})
+    [fd] = list(calls_here.fds())
+    frames, started = [], time.monotonic()
+    while fd in calls_here.fds():
+        frames += calls_here.read(fd)
+    assert time.monotonic() - started < 1.5  # not the launcher's 2 s
+    assert frames == [(1, wire.FRAME_EXIT, b"0")]
+    [pid] = calls_here.exiting  # exiting, reaped later
+    deadline = time.monotonic() + 10
+    while calls_here.exiting and time.monotonic() < deadline:
+        time.sleep(0.1)
+        calls_here.reap()
+    assert not calls_here.exiting
+    with pytest.raises(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)
+
+
+def test_a_client_ended_twice_in_one_select_is_handled_once(head):
+    the_agent, stand_in, client = head
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    reply = client(["j-1", "true"], pid=pid)
+    os.waitpid(pid, 0)
+    [call] = the_agent.calls.values()
+    handlers = the_agent.handlers()
+    assert set(handlers) == {call.pidfd}  # no request FIFO, a stand-in channel without fds
+    handlers[call.pidfd]()
+    handlers[call.pidfd]()  # stale: its call is gone
+    assert stand_in.cancelled == [call.id] and not the_agent.calls
+    os.close(reply)
+
+
+def start_agent(tmp_path, monkeypatch):
+    """A real agent process of job j (no channels) in tmp_path."""
+    monkeypatch.setattr(registry, "JOBS_DIR", str(tmp_path))
+    for name in (registry.CALLS_DIR, registry.EVENTS_DIR):
+        os.makedirs(registry.job_path("j", name))
+    the_agent = agent.Agent(SPEC, pwd.getpwuid(os.getuid()), {})
+    the_agent.start()
+    return the_agent
+
+
+def ask(the_agent, argv, name="j-0"):
+    """What files/ssh-wrapper does up to its answer, as a child process (its
+    pid names its files); returns (pid, the read end of its answer)."""
+    answer_r, answer_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            base = os.path.join(the_agent.directory, "%d." % os.getpid())
+            os.mkfifo(base + "reply", 0o600)
+            with open(base + "argv", "wb") as handle:
+                handle.write(b"".join(os.fsencode(word) + b"\0" for word in argv))
+            with open(the_agent.requests_path, "wb") as requests:  # blocks without a reader
+                requests.write(b"%d %s\n" % (os.getpid(), name.encode()))
+            with open(base + "reply", "rb") as reply:
+                os.write(answer_w, reply.readline())
+        finally:
+            os._exit(0)
+    os.close(answer_w)
+    return pid, answer_r
+
+
+def read_within(fd, seconds):
+    assert select.select([fd], [], [], seconds)[0], "no answer within %s s" % seconds
+    return os.read(fd, 1000)
+
+
+def test_clients_of_a_killed_agent_neither_hang_nor_run_twice(tmp_path, monkeypatch):
+    the_agent = start_agent(tmp_path, monkeypatch)
+    try:
+        pid, answer = ask(the_agent, ["j-0", "true"])  # this node: the agent answers slow
+        assert read_within(answer, 10) == b"slow\n"
+        os.waitpid(pid, 0)
+        os.kill(the_agent.pid, signal.SIGKILL)
+        os.waitpid(the_agent.pid, 0)
+        # A client that comes now is not blocked opening the request FIFO:
+        # the supervisor's check answers it, on one of its polls.
+        pid, answer = ask(the_agent, ["j-1", "true"])
+        # A call the agent had taken (its argv file gone) is not made again.
+        os.mkfifo(os.path.join(the_agent.directory, "1.reply"))
+        taken = os.open(os.path.join(the_agent.directory, "1.reply"), os.O_RDONLY | os.O_NONBLOCK)
+        deadline = time.monotonic() + 10
+        while not select.select([answer], [], [], 0.05)[0] and time.monotonic() < deadline:
+            the_agent.check()
+        assert read_within(answer, 0) == b"slow\n"
+        os.waitpid(pid, 0)
+        assert os.read(taken, 1000) == b"255 multinode-ssh-wrapper: the job's agent ended before the call did\n"
+        os.close(taken)
+        assert not os.path.exists(the_agent.requests_path)
+        assert not the_agent.calls_in_flight()
+    finally:
+        the_agent.stop()
+    assert not os.path.exists(the_agent.directory)

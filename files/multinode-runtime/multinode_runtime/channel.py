@@ -55,9 +55,10 @@ class ForkedCalls:
         self.serve = serve
         self.calls = {}  # call id: [pid, lifeline write end, FrameReader, exit frame seen]
         self.by_fd = {}  # frames read end: call id
+        self.exiting = set()  # pids of calls whose frames ended, not yet reaped
 
     def fds(self):
-        return list(self.by_fd)
+        return self.by_fd.keys()
 
     def start(self, call_id, request):
         life_r, life_w = os.pipe()
@@ -107,11 +108,20 @@ class ForkedCalls:
             os.close(fd)
             del self.by_fd[fd]
             del self.calls[call_id]
-            try:
-                os.waitpid(call[0], 0)  # its frames ended: it is exiting
-            except ChildProcessError:
-                pass  # reaped by a subreaper's loop already
+            self.exiting.add(call[0])
+        self.reap()
         return frames
+
+    def reap(self):
+        """Reap the calls whose frames ended, those that have exited (the
+        others are reaped by a later read: this never waits)."""
+        for pid in list(self.exiting):
+            try:
+                done = os.waitpid(pid, os.WNOHANG)[0] == pid
+            except ChildProcessError:
+                done = True  # reaped by a subreaper's loop already
+            if done:
+                self.exiting.discard(pid)
 
 
 def serve_channel(calls, channel_in, channel_out):
@@ -121,7 +131,7 @@ def serve_channel(calls, channel_in, channel_out):
     running loses its lifeline."""
     incoming = FrameReader()
     while True:
-        watched = [channel_in] + calls.fds()
+        watched = [channel_in, *calls.fds()]
         for fd in select.select(watched, [], [])[0]:
             if fd != channel_in:
                 for call_id, kind, payload in calls.read(fd):
