@@ -12,7 +12,7 @@ import signal
 import time
 
 import pytest
-from multinode_runtime import agent, calls, channel, registry, wire, wrapper
+from multinode_runtime import agent, calls, channel, forwarding, registry, wire, wrapper
 from multinode_runtime.spec import JobSpec
 
 SPEC = JobSpec.from_dict({"job": "j", "run": "r1", "ranks": [
@@ -148,13 +148,13 @@ def head(tmp_path, monkeypatch):
     stand_in = StandInChannel()
     the_agent.channels = {"n2": stand_in}
 
-    def client(argv, name="j-0", pid=None):
+    def client(argv, name="j-0", pid=None, forward=False):
         pid = pid or os.getpid()
         base = os.path.join(the_agent.directory, "%d." % pid)
         os.mkfifo(base + "reply", 0o600)
         with open(base + "argv", "wb") as handle:
             handle.write(b"".join(os.fsencode(word) + b"\0" for word in argv))
-        the_agent.accept(b"%d %s" % (pid, name.encode()))
+        the_agent.accept(b"%d %s" % (pid, name.encode()) + (b" 1" if forward else b""))
         return os.open(base + "reply", os.O_RDONLY | os.O_NONBLOCK)
 
     yield the_agent, stand_in, client
@@ -352,3 +352,86 @@ def test_clients_of_a_killed_agent_neither_hang_nor_run_twice(tmp_path, monkeypa
     finally:
         the_agent.stop()
     assert not os.path.exists(the_agent.directory)
+
+
+def client_with(set_up):
+    """A client process that waits after set_up() (its outputs), once that is done."""
+    ready_r, ready_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        set_up()
+        os.write(ready_w, b".")
+        time.sleep(30)
+        os._exit(0)
+    os.close(ready_w)
+    assert os.read(ready_r, 1) == b"."
+    os.close(ready_r)
+    return pid
+
+
+@pytest.fixture
+def forwarding_client(head, tmp_path):
+    """A client process whose stdout is a log opened O_APPEND and whose
+    stderr is a pipe; yields (agent, channel, the client's pid, the log's
+    path, the pipe's read end, the read end of its reply FIFO)."""
+    the_agent, stand_in, client = head
+    log = tmp_path / "job.log"
+    err_r, err_w = os.pipe()
+    pid = client_with(lambda: (os.dup2(os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644), 1),
+                               os.dup2(err_w, 2)))
+    os.close(err_w)
+    reply = client(["j-1", "cat", "lines"], pid=pid, forward=True)
+    yield the_agent, stand_in, pid, log, err_r, reply
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    os.close(err_r)
+    os.close(reply)
+
+
+def test_agent_writes_forwarded_lines_into_its_clients_outputs_before_answering(forwarding_client):
+    the_agent, stand_in, pid, log, err_r, reply = forwarding_client
+    [(call_id, request)] = stand_in.started
+    assert request["forward"] is True
+    the_agent.on_frames([(call_id, wire.FRAME_STDOUT, b"one\ntw"), (call_id, wire.FRAME_STDERR, b"oops\n")])
+    assert log.read_bytes() == b"one\n"  # whole lines only
+    assert os.read(err_r, 100) == b"oops\n"
+    the_agent.on_frames([(call_id, wire.FRAME_STDOUT, b"o\nthree"), (call_id, wire.FRAME_EXIT, b"0")])
+    assert log.read_bytes() == b"one\ntwo\nthree\n"  # the tail ends in a newline in a log
+    assert os.read(reply, 100) == b"0 \n"
+
+
+def test_a_slow_reader_of_forwarded_output_holds_back_its_node_and_gets_every_line(forwarding_client):
+    the_agent, stand_in, pid, log, err_r, reply = forwarding_client
+    [(call_id, _)] = stand_in.started
+    channel_r, channel_w = os.pipe()
+    stand_in.fds = lambda: [channel_r]
+    line = b"x" * 99 + b"\n"
+    sent = 0
+    while channel_r in the_agent.handlers():  # the pipe of stderr is not read meanwhile
+        the_agent.on_frames([(call_id, wire.FRAME_STDERR, line * 1000)])
+        sent += 1
+    assert the_agent.calls[call_id].queued() > forwarding.QUEUE_LIMIT
+    the_agent.on_frames([(call_id, wire.FRAME_EXIT, b"0")])
+    got = b""
+    while len(got) < sent * len(line) * 1000:
+        for write in the_agent.writers().values():
+            write()
+        got += os.read(err_r, 1 << 20)
+    assert got == line * 1000 * sent
+    assert not the_agent.writers() and channel_r in the_agent.handlers()
+    assert os.read(reply, 100) == b"0 \n"
+    os.close(channel_r)
+    os.close(channel_w)
+
+
+def test_a_forwarded_call_whose_output_is_a_file_not_appended_to_takes_the_slow_path(head, tmp_path):
+    the_agent, stand_in, client = head
+    pid = client_with(lambda: os.dup2(os.open(tmp_path / "out", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), 1))
+    try:
+        reply = client(["j-1", "cat", "lines"], pid=pid, forward=True)
+        assert os.read(reply, 100) == b"slow\n"
+        assert not stand_in.started
+        os.close(reply)
+    finally:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)

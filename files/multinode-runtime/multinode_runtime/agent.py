@@ -11,8 +11,13 @@ directory of the job (registry.AGENT_DIR: the job user's, mode 0700):
   <pid>.reply    a FIFO the client makes, where it reads its answer
   <pid>.argv     the client's arguments, each ending in a NUL byte; the
                  agent removes it when it takes the call
-  requests       the agent's FIFO: the client writes "<pid> <host name>\\n"
-                 (one write shorter than PIPE_BUF: never mixed with another)
+  requests       the agent's FIFO: the client writes "<pid> <host name>
+                 <forward>\\n", forward 1 with MULTINODE_WRAPPER_FORWARD_STREAMS=1,
+                 else 0 (one write shorter than PIPE_BUF: never mixed with
+                 another)
+
+A forwarded call's output goes straight into the client's stdout and
+stderr (forwarding.py), before its answer.
 
 The answer is one line, "STATUS MESSAGE": the call's exit status and what
 the client prints on its stderr (a launcher error, a lost connection; may be
@@ -39,9 +44,10 @@ import time
 from . import registry
 from .calls import record_call
 from .errors import PROG, RuntimeFailure
+from .forwarding import QUEUE_LIMIT, open_client_outputs
 from .processes import send_signal
 from .transport import Lost
-from .wire import FRAME_ERROR, FRAME_EXIT
+from .wire import FRAME_ERROR, FRAME_EXIT, FRAME_STDERR, FRAME_STDOUT
 from .wrapper import call_outcome, find_rank, parse_ssh_argv, report_failure
 
 MAX_ARGV_BYTES = 1 << 20
@@ -53,11 +59,21 @@ AGENT_ENDED = "255 %s: the job's agent ended before the call did" % PROG
 class Call:
     """One wrapper call the agent is making."""
 
-    def __init__(self, call_id, pid, pidfd, reply_fd):
+    def __init__(self, call_id, pid, pidfd, reply_fd, forward=False):
         self.id, self.pid, self.pidfd, self.reply_fd = call_id, pid, pidfd, reply_fd
+        self.forward = forward
         self.me = self.target = self.record = self.node = None
         self.status = self.error = None
+        self.outputs = {}  # forwarded: FRAME_STDOUT/FRAME_STDERR: forwarding.Output
+        self.exited = False  # its exit status came (answered once its outputs are written)
         self.answered = False
+
+    def queued(self):
+        return sum(output.queued for output in self.outputs.values())
+
+    def close_outputs(self):
+        for output in self.outputs.values():
+            output.close()
 
 
 class Agent:
@@ -178,9 +194,12 @@ class Agent:
                     self.close_requests()
                     if not self.calls:
                         return
-                handlers = self.handlers()
+                handlers, writers = self.handlers(), self.writers()
                 handlers[supervisor_gone] = None
-                for fd in select.select(list(handlers), [], [], STOP_CHECK_SECONDS)[0]:
+                readable, writable, _ = select.select(list(handlers), list(writers), [], STOP_CHECK_SECONDS)
+                for fd in writable:
+                    writers[fd]()
+                for fd in readable:
                     if fd == supervisor_gone:
                         return
                     handlers[fd]()
@@ -198,6 +217,8 @@ class Agent:
         its request FIFO, every client (its pidfd), every channel."""
         handlers = {call.pidfd: functools.partial(self.client_ended, call) for call in self.calls.values()}
         for node, channel in self.channels.items():
+            if any(call.node == node and call.queued() > QUEUE_LIMIT for call in self.calls.values()):
+                continue  # a reader of its forwarded output is behind: ssh holds the node back
             for fd in channel.fds():
                 handlers[fd] = functools.partial(self.channel_readable, node, channel, fd)
         if self.requests is not None:
@@ -206,9 +227,21 @@ class Agent:
             handlers[self.requests] = self.read_requests
         return handlers
 
+    def writers(self):
+        """{fd: what to do when it is writable} of the forwarded outputs
+        with lines queued."""
+        return {output.fd: functools.partial(self.output_writable, call, output)
+                for call in self.calls.values() for output in call.outputs.values() if output.queue}
+
     def readable(self, fd):
         """Handle one fd the agent watches that is readable."""
         self.handlers()[fd]()
+
+    def output_writable(self, call, output):
+        if output.fd is None:
+            return  # closed since the select
+        output.write_some()
+        self.answer_when_written(call)
 
     def read_requests(self):
         self.pending += os.read(self.requests, 1 << 16)
@@ -223,21 +256,37 @@ class Agent:
             frames = channel.read(fd)
         except Lost as exc:
             return self.channel_lost(node, str(exc))
+        return self.on_frames(frames)
+
+    def on_frames(self, frames):
+        """[(call id, kind, payload)] that came from a channel."""
         for call_id, kind, payload in frames:
             call = self.calls.get(call_id)
             if call is None or call.answered:
                 continue  # its client is gone
-            if kind == FRAME_ERROR:
+            if kind in call.outputs:
+                call.outputs[kind].feed(payload)
+            elif kind == FRAME_ERROR:
                 call.error = payload.decode(errors="replace")
             elif kind == FRAME_EXIT:
-                self.finish(call, int(payload))
+                call.status, call.exited = int(payload), True
+                for output in call.outputs.values():
+                    output.end()
+                self.answer_when_written(call)
         return None
+
+    def answer_when_written(self, call):
+        """A call whose exit status came is finished once its forwarded
+        output is written, so that its client ends after its output."""
+        if call.exited and not call.answered and not call.queued():
+            call.close_outputs()
+            self.finish(call, call.status)
 
     def accept(self, line):
         """A client's request line: open its reply FIFO, read its argv, and
         make the call (or answer at once)."""
         try:
-            pid_text, name = line.decode().split(" ", 1)
+            pid_text, name, *forward = line.decode().split(" ")
             pid = int(pid_text)
         except ValueError:
             return
@@ -253,7 +302,7 @@ class Agent:
                     os.close(fd)
             self.unlink_call_files(pid)
             return
-        call = Call(self.next_id, pid, pidfd, reply_fd)
+        call = Call(self.next_id, pid, pidfd, reply_fd, forward == ["1"])
         self.next_id += 1
         self.calls[call.id] = call
         try:
@@ -283,11 +332,16 @@ class Agent:
         channel = self.channels.get(call.target.node)
         if channel is None:
             return self.answer(call, "slow")
+        if call.forward:
+            outputs = open_client_outputs(call.pid, self.user)
+            if outputs is None:
+                return self.answer(call, "slow")
+            call.outputs = {FRAME_STDOUT: outputs[0], FRAME_STDERR: outputs[1]}
         call.node = call.target.node
         call.record = {"rank": call.target.rank, "start": time.time()}
         record_call(self.spec.job, call.record, call.pid)
         channel.start(call.id, {"job": self.spec.job, "run": self.spec.run, "rank": call.target.rank,
-                                "command": " ".join(words), "forward": False})
+                                "command": " ".join(words), "forward": call.forward})
         return None
 
     def open_own(self, name, is_kind, flags):
@@ -327,6 +381,7 @@ class Agent:
             return  # ended already (an earlier handler of the same select)
         if not call.answered and call.node in self.channels:
             self.channels[call.node].cancel(call.id)
+        call.close_outputs()
         os.close(call.pidfd)
         os.close(call.reply_fd)
         self.unlink_call_files(call.pid)
@@ -338,6 +393,9 @@ class Agent:
         del self.channels[node]
         for call in list(self.calls.values()):
             if call.node == node and not call.answered:
+                for output in call.outputs.values():
+                    output.end()  # what came, as far as its reader takes it now
+                call.close_outputs()
                 self.finish(call, None, why)
 
     def close_requests(self):

@@ -23,7 +23,7 @@ import os
 import select
 import struct
 
-from .wire import FRAME_ERROR, FRAME_EXIT, FrameReader, send_frame
+from .wire import FRAME_ERROR, FRAME_EXIT, FrameReader, read_chunk, send_frame, widen_pipe
 
 TAGGED = b"T"
 CALL, CANCEL = b"L", b"C"
@@ -42,7 +42,7 @@ def untag(payload):
 
 
 def send_tagged(fd, call_id, kind, payload=b""):
-    send_frame(fd, TAGGED, tagged(call_id, kind, payload))
+    send_frame(fd, TAGGED, _TAG.pack(call_id, kind), payload)  # no joined copy
 
 
 class ForkedCalls:
@@ -79,6 +79,7 @@ class ForkedCalls:
                 os._exit(status if isinstance(status, int) else 255)
         os.close(life_r)
         os.close(frames_w)
+        widen_pipe(frames_r)  # forwarded output moves in large chunks
         self.calls[call_id] = [pid, life_w, FrameReader(), False]
         self.by_fd[frames_r] = call_id
 
@@ -97,7 +98,7 @@ class ForkedCalls:
         """[(call id, kind, payload)] of what the call on fd sent."""
         call_id = self.by_fd[fd]
         call = self.calls[call_id]
-        data = os.read(fd, 1 << 16)
+        data = read_chunk(fd)
         frames = [(call_id, kind, payload) for kind, payload in call[2].feed(data)]
         call[3] = call[3] or any(kind == FRAME_EXIT for _, kind, _ in frames)
         if not data:
@@ -137,7 +138,7 @@ def serve_channel(calls, channel_in, channel_out):
                 for call_id, kind, payload in calls.read(fd):
                     send_tagged(channel_out, call_id, kind, payload)
                 continue
-            data = os.read(channel_in, 1 << 16)
+            data = read_chunk(channel_in)
             if not data:
                 calls.cancel_all()
                 return
