@@ -435,3 +435,46 @@ def test_a_forwarded_call_whose_output_is_a_file_not_appended_to_takes_the_slow_
     finally:
         os.kill(pid, signal.SIGKILL)
         os.waitpid(pid, 0)
+
+
+def serve_output_for_test(request):
+    """A launcher stand-in forwarding `command` MiB of lines in frames of up to 1 MiB."""
+    line = b"y" * 99 + b"\n"
+    for _ in range(int(request["command"])):
+        wire.send_frame(1, wire.FRAME_STDOUT, line * 10486)
+    wire.send_frame(1, wire.FRAME_STDERR, b"done\n")
+    wire.send_frame(1, wire.FRAME_EXIT, b"0")
+    return 0
+
+
+def test_output_frames_cross_the_nodes_end_of_a_channel_whole(tmp_path):
+    into_r, into_w = os.pipe()
+    out_r, out_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(into_w)
+        os.close(out_r)
+        channel.serve_channel(channel.ForkedCalls(serve_output_for_test), into_r, out_w)
+        os._exit(0)
+    os.close(into_r)
+    os.close(out_w)
+    channel.send_tagged(into_w, 1, channel.CALL, json.dumps({"command": "3"}).encode())
+    channel.send_tagged(into_w, 2, channel.CALL, json.dumps({"command": "2"}).encode())
+    got = {1: b"", 2: b""}
+    ended = set()
+    reader = wire.FrameReader()
+    while len(ended) < 2:
+        data = os.read(out_r, 1 << 20)
+        assert data
+        for _kind, payload in reader.feed(data):
+            call_id, inner, body = channel.untag(payload)
+            if inner == wire.FRAME_STDOUT:
+                got[call_id] += body
+            elif inner == wire.FRAME_EXIT:
+                assert body == b"0"
+                ended.add(call_id)
+    line = b"y" * 99 + b"\n"
+    assert got == {1: line * 10486 * 3, 2: line * 10486 * 2}
+    os.close(into_w)
+    os.waitpid(pid, 0)
+    os.close(out_r)

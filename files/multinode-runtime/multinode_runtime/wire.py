@@ -17,7 +17,7 @@ import termios
 from .errors import RuntimeFailure
 
 FRAME_STDOUT, FRAME_STDERR, FRAME_EXIT, FRAME_ERROR = b"O", b"E", b"X", b"!"
-_HEADER = struct.Struct(">cI")
+HEADER = struct.Struct(">cI")  # a frame's type byte and payload length
 READY = b"ready"  # a hold request's answer (FRAME_STDOUT) once it is in place
 
 
@@ -102,10 +102,11 @@ def read_chunk(fd):
     return os.read(fd, min(max(ready, 1 << 16), CHUNK))
 
 
-def send_frame(fd, kind, *payload):
+def send_frame(fd, kind, *payload, extra=0):
     """One frame; its payload the bytes of `payload`'s parts, sent in one
-    writev(2) without joining them."""
-    header = _HEADER.pack(kind, sum(len(part) for part in payload))
+    writev(2) without joining them, and with `extra` the length of bytes
+    that the caller sends next, as the rest of the payload."""
+    header = HEADER.pack(kind, sum(len(part) for part in payload) + extra)
     parts = [memoryview(header), *(memoryview(part) for part in payload)]
     while parts:
         try:
@@ -144,12 +145,12 @@ class FrameReader:
         frames = []
         start = 0
         with memoryview(data) as view:
-            while len(view) - start >= _HEADER.size:
-                kind, size = _HEADER.unpack_from(view, start)
-                end = start + _HEADER.size + size
+            while len(view) - start >= HEADER.size:
+                kind, size = HEADER.unpack_from(view, start)
+                end = start + HEADER.size + size
                 if len(view) < end:
                     break
-                frames.append((kind, bytes(view[start + _HEADER.size:end])))
+                frames.append((kind, bytes(view[start + HEADER.size:end])))
                 start = end
         return frames, start
 
