@@ -12,8 +12,8 @@ flow control holds the worker's commands back.
 """
 
 import collections
-import contextlib
 import os
+import select
 import stat
 
 from .wire import LineWriter
@@ -30,39 +30,28 @@ def fd_flags(pid, fd):
     raise OSError("no flags in the fdinfo of %d/%d" % (pid, fd))
 
 
-@contextlib.contextmanager
-def acting_as(user):
-    """Open files with the job user's rights (the agent runs as root)."""
-    if os.geteuid() != 0 or user.pw_uid == 0:
-        yield
-        return
-    os.setegid(user.pw_gid)
-    os.seteuid(user.pw_uid)
-    try:
-        yield
-    finally:
-        os.seteuid(0)
-        os.setegid(0)
-
-
-def open_client_outputs(pid, user):
+def open_client_outputs(pid, pidfd):
     """[Output of the client's stdout, of its stderr], or None when they
     cannot be written from here and the Python wrapper relays the call
     instead: a socket (it cannot be opened again), an fd opened only for
     reading, a regular file opened without O_APPEND (its offset would not be
-    shared with the client's fd)."""
+    shared with the client's fd). The agent (root) opens them with its own
+    rights, as the job log the client inherited is root's: it only writes
+    where the client's own fd could, the way that fd does (O_APPEND); the
+    client's pidfd tells that `pid` is still the client."""
     fds = []
     try:
-        with acting_as(user):
-            for number in (1, 2):
-                flags = fd_flags(pid, number)
-                if flags & os.O_ACCMODE == os.O_RDONLY:
-                    raise OSError("fd %d is not open for writing" % number)
-                fd = os.open("/proc/%d/fd/%d" % (pid, number), os.O_WRONLY | os.O_NONBLOCK | os.O_NOCTTY
-                             | os.O_CLOEXEC | (flags & os.O_APPEND))
-                fds.append(fd)
-                if stat.S_ISREG(os.fstat(fd).st_mode) and not flags & os.O_APPEND:
-                    raise OSError("fd %d is a file not opened for appending" % number)
+        for number in (1, 2):
+            flags = fd_flags(pid, number)
+            if flags & os.O_ACCMODE == os.O_RDONLY:
+                raise OSError("fd %d is not open for writing" % number)
+            fd = os.open("/proc/%d/fd/%d" % (pid, number), os.O_WRONLY | os.O_NONBLOCK | os.O_NOCTTY
+                         | os.O_CLOEXEC | (flags & os.O_APPEND))
+            fds.append(fd)
+            if stat.S_ISREG(os.fstat(fd).st_mode) and not flags & os.O_APPEND:
+                raise OSError("fd %d is a file not opened for appending" % number)
+        if select.select([pidfd], [], [], 0)[0]:
+            raise OSError("the client ended")
     except (OSError, ValueError):
         for fd in fds:
             os.close(fd)
