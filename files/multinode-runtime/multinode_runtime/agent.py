@@ -333,7 +333,7 @@ class Agent:
         if channel is None:
             return self.answer(call, "slow")
         if call.forward:
-            outputs = open_client_outputs(call.pid, call.pidfd)
+            outputs = open_client_outputs(call.pid, call.pidfd, self.user, registry.job_log_path(self.spec.job))
             if outputs is None:
                 return self.answer(call, "slow")
             call.outputs = {FRAME_STDOUT: outputs[0], FRAME_STDERR: outputs[1]}

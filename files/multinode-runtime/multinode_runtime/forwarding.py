@@ -12,6 +12,7 @@ flow control holds the worker's commands back.
 """
 
 import collections
+import contextlib
 import os
 import select
 import stat
@@ -30,26 +31,51 @@ def fd_flags(pid, fd):
     raise OSError("no flags in the fdinfo of %d/%d" % (pid, fd))
 
 
-def open_client_outputs(pid, pidfd):
+@contextlib.contextmanager
+def acting_as(user):
+    """The job user's rights, for its client's /proc entries (root in a
+    container may not look into another user's process: no CAP_SYS_PTRACE)."""
+    if os.geteuid() != 0 or user.pw_uid == 0:
+        yield
+        return
+    os.setegid(user.pw_gid)
+    os.seteuid(user.pw_uid)
+    try:
+        yield
+    finally:
+        os.seteuid(0)
+        os.setegid(0)
+
+
+def open_client_outputs(pid, pidfd, user, job_log):
     """[Output of the client's stdout, of its stderr], or None when they
     cannot be written from here and the Python wrapper relays the call
     instead: a socket (it cannot be opened again), an fd opened only for
     reading, a regular file opened without O_APPEND (its offset would not be
-    shared with the client's fd). The agent (root) opens them with its own
-    rights, as the job log the client inherited is root's: it only writes
-    where the client's own fd could, the way that fd does (O_APPEND); the
-    client's pidfd tells that `pid` is still the client."""
+    shared with the client's fd). Each is opened again through /proc as the
+    job user; the job log, which is root's (rank 0's stdout and stderr), is
+    opened by its path, appending as the client's fd does. The client's
+    pidfd tells that `pid` is still the client."""
     fds = []
     try:
         for number in (1, 2):
-            flags = fd_flags(pid, number)
-            if flags & os.O_ACCMODE == os.O_RDONLY:
-                raise OSError("fd %d is not open for writing" % number)
-            fd = os.open("/proc/%d/fd/%d" % (pid, number), os.O_WRONLY | os.O_NONBLOCK | os.O_NOCTTY
-                         | os.O_CLOEXEC | (flags & os.O_APPEND))
-            fds.append(fd)
-            if stat.S_ISREG(os.fstat(fd).st_mode) and not flags & os.O_APPEND:
-                raise OSError("fd %d is a file not opened for appending" % number)
+            with acting_as(user):
+                flags = fd_flags(pid, number)
+                if flags & os.O_ACCMODE == os.O_RDONLY:
+                    raise OSError("fd %d is not open for writing" % number)
+                info = os.stat("/proc/%d/fd/%d" % (pid, number))
+                mode = os.O_WRONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC | (flags & os.O_APPEND)
+                if stat.S_ISREG(info.st_mode) and not flags & os.O_APPEND:
+                    raise OSError("fd %d is a file not opened for appending" % number)
+                try:
+                    fds.append(os.open("/proc/%d/fd/%d" % (pid, number), mode))
+                    continue
+                except PermissionError:
+                    pass
+            log = os.stat(job_log)
+            if not (flags & os.O_APPEND and (info.st_dev, info.st_ino) == (log.st_dev, log.st_ino)):
+                raise OSError("fd %d cannot be opened again" % number)
+            fds.append(os.open(job_log, mode))
         if select.select([pidfd], [], [], 0)[0]:
             raise OSError("the client ended")
     except (OSError, ValueError):
