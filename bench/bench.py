@@ -85,7 +85,17 @@ class Bench:
 
     # -- the cluster -------------------------------------------------------------------
 
-    def create_cluster(self):
+    def cluster_is_up(self):
+        done = docker("inspect", "-f", "{{.State.Running}}", *self.nodes, check=False)
+        return done.returncode == 0 and done.stdout.split() == [b"true"] * NODES
+
+    def create_cluster(self, reuse=False):
+        """Create the cluster, or with `reuse` keep one a --keep-cluster run
+        left (run-job.yml prepares its nodes again if the collection changed)."""
+        if reuse and self.cluster_is_up():
+            say("reusing the nodes %s-node-1..%d (--keep-cluster)" % (CLUSTER, NODES))
+            self.write_inventory()
+            return
         self.remove_cluster()
         say("creating %d nodes (%s-node-1..%d) on network %s" % (NODES, CLUSTER, NODES, CLUSTER))
         docker("network", "create", CLUSTER)
@@ -93,6 +103,9 @@ class Bench:
             # SYS_ADMIN lets the runtime give each rank its own host name.
             docker("run", "-d", "--name", node, "--hostname", node, "--network", CLUSTER, "--cap-add", "SYS_ADMIN",
                    self.image, "bash", "-c", "while true; do sleep 10000; done")
+        self.write_inventory()
+
+    def write_inventory(self):
         self.inventory.write_text("[multinode]\n%s\n[multinode:vars]\nansible_connection=community.docker.docker\n"
                                   "ansible_become=false\n" % "\n".join(self.nodes))
 
@@ -174,12 +187,25 @@ class Bench:
 
     # -- the rows ----------------------------------------------------------------------
 
-    def measure(self):
-        rows = []
+    def prepare(self):
         say("preparing the 9 nodes: the trivial job once through run-job.yml (not counted)")
         say("  %.1f s" % self.run_job("trivial"))
         self.install_baseline()
 
+    def measure(self, rows_wanted):
+        """The rows of ROWS in rows_wanted, in ROWS' order: (rows, checks,
+        whether every checked line was intact)."""
+        rows, checks, intact = [], [], True
+        for name in ROWS:
+            if name in rows_wanted:
+                more_rows, more_checks, more_intact = getattr(self, "measure_" + name)()
+                rows += more_rows
+                checks += more_checks
+                intact = intact and more_intact
+        return rows, checks, intact
+
+    def measure_calls(self):
+        rows = []
         say("wrapper calls and Open MPI beside ssh (job latency, %d repetitions)" % self.reps)
         self.run_job("latency")
         lat = self.driver_result("latency")
@@ -189,34 +215,49 @@ class Bench:
                      "8 multiplexed ssh calls at once", "<=", 1.5))
         rows.append(("Open MPI hello, 2 nodes, wrapper", "ms", 1000 * median(lat["mpi_wrapper"]),
                      1000 * median(lat["mpi_ssh"]), "plm_rsh_agent plain ssh", "<=", 1.1))
+        return rows, [], True
 
+    def measure_forward(self):
         say("forwarded output beside ssh into a file (job streams, %d repetitions of 50 MB)" % self.job_reps)
         self.run_job("streams")
         streams = self.driver_result("streams")
         mb = LINES * LINE_BYTES / 1e6
-        rows.append(("forwarded output, 50 MB", "MB/s", mb / median(streams["forward"]),
-                     mb / median(streams["ssh_file"]), "ssh into a file on the head", ">=", 0.8))
+        rows = [("forwarded output, 50 MB", "MB/s", mb / median(streams["forward"]),
+                 mb / median(streams["ssh_file"]), "ssh into a file on the head", ">=", 0.8)]
+        say("  seconds per 50 MB: forwarded %s, ssh %s" % (
+            " ".join("%.3f" % t for t in streams["forward"]), " ".join("%.3f" % t for t in streams["ssh_file"])))
         forwarded = self.forwarded_lines()
         checks = ["forwarded lines: %(lost)d lost, %(torn)d torn, %(duplicated)d duplicated" % forwarded,
                   "ssh file lines wrong: %d" % streams["ssh_file_bad_lines"]]
+        return rows, checks, not any(forwarded.values()) and not streams["ssh_file_bad_lines"]
 
+    def measure_job(self):
         say("trivial job through run-job.yml on 9 prepared hosts beside ansible -m command (%d each)"
             % self.job_reps)
         job, ad_hoc = [], []
         for _ in range(self.job_reps):
             job.append(self.run_job("trivial"))
             ad_hoc.append(self.ad_hoc())
-        rows.append(("trivial job, 9 hosts", "s", median(job), median(ad_hoc), "ansible multinode -m command",
-                     "<=", 3.0))
+        return [("trivial job, 9 hosts", "s", median(job), median(ad_hoc), "ansible multinode -m command",
+                 "<=", 3.0)], [], True
 
+    def measure_local(self):
         say("trivial 4-rank job in local mode beside ansible localhost -m command (%d each)" % self.job_reps)
         job, ad_hoc = [], []
         for _ in range(self.job_reps):
             job.append(self.run_job("trivial-local", local=True))
             ad_hoc.append(self.ad_hoc(local=True))
-        rows.append(("trivial 4-rank local-mode job", "s", median(job), median(ad_hoc),
-                     "ansible localhost -m command", "<=", 3.0))
-        return rows, checks, not any(forwarded.values()) and not streams["ssh_file_bad_lines"]
+        return [("trivial 4-rank local-mode job", "s", median(job), median(ad_hoc),
+                 "ansible localhost -m command", "<=", 3.0)], [], True
+
+
+# --rows: the names of the row groups, in the order they are measured.
+ROWS = {
+    "calls": "one and 8 wrapper calls, Open MPI (the latency job)",
+    "forward": "forwarded output (the streams job)",
+    "job": "trivial job on 9 hosts",
+    "local": "trivial 4-rank local-mode job",
+}
 
 
 def table(rows):
@@ -247,8 +288,18 @@ def main():
                         help="samples of each wrapper/ssh call measurement (default 20; Open MPI: N/4, at least 3)")
     parser.add_argument("--job-reps", type=int, default=3, metavar="N", choices=range(1, 10),
                         help="runs of each job and ansible command, and 50 MB transfers (default 3)")
+    parser.add_argument("--rows", default=",".join(ROWS), metavar="NAME,...",
+                        help="the rows to measure (default all): " + "; ".join(
+                            "%s: %s" % item for item in ROWS.items()))
     parser.add_argument("--keep", action="store_true", help="keep the work directory (logs) afterwards")
+    parser.add_argument("--keep-cluster", action="store_true",
+                        help="leave the cluster (%s-node-*) in place afterwards, and use one left so before "
+                             "instead of creating it anew (saves most of the preparation)" % CLUSTER)
     args = parser.parse_args()
+    rows_wanted = args.rows.split(",")
+    unknown = [name for name in rows_wanted if name not in ROWS]
+    if unknown:
+        parser.error("unknown row %s (rows: %s)" % (", ".join(unknown), ", ".join(ROWS)))
     image = os.environ.get("FUZZ_MULTINODE_NODE_IMAGE")
     if not image:
         sys.exit("bench: FUZZ_MULTINODE_NODE_IMAGE is not set (run scripts/bench, which builds the node image)")
@@ -259,9 +310,10 @@ def main():
     started = time.monotonic()
     status = 1
     try:
-        bench.create_cluster()
+        bench.create_cluster(reuse=args.keep_cluster)
         bench.write_fuzzfile()
-        rows, checks, intact = bench.measure()
+        bench.prepare()
+        rows, checks, intact = bench.measure(rows_wanted)
         print()
         print(table(rows))
         print()
@@ -274,8 +326,11 @@ def main():
         say("interrupted")
         status = 130
     finally:
-        say("removing the cluster")
-        bench.remove_cluster()
+        if args.keep_cluster:
+            say("leaving the cluster in place (--keep-cluster)")
+        else:
+            say("removing the cluster")
+            bench.remove_cluster()
         if args.keep:
             say("logs kept in %s" % work)
         else:

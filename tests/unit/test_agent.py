@@ -7,10 +7,12 @@ path is tested on real jobs by tests/local and the Molecule scenarios."""
 import json
 import os
 import pwd
+import select
+import signal
 import time
 
 import pytest
-from multinode_runtime import agent, calls, channel, registry, wire, wrapper
+from multinode_runtime import agent, calls, channel, forwarding, registry, wire, wrapper
 from multinode_runtime.spec import JobSpec
 
 SPEC = JobSpec.from_dict({"job": "j", "run": "r1", "ranks": [
@@ -146,13 +148,13 @@ def head(tmp_path, monkeypatch):
     stand_in = StandInChannel()
     the_agent.channels = {"n2": stand_in}
 
-    def client(argv, name="j-0", pid=None):
+    def client(argv, name="j-0", pid=None, forward=False):
         pid = pid or os.getpid()
         base = os.path.join(the_agent.directory, "%d." % pid)
         os.mkfifo(base + "reply", 0o600)
         with open(base + "argv", "wb") as handle:
             handle.write(b"".join(os.fsencode(word) + b"\0" for word in argv))
-        the_agent.accept(b"%d %s" % (pid, name.encode()))
+        the_agent.accept(b"%d %s" % (pid, name.encode()) + (b" 1" if forward else b""))
         return os.open(base + "reply", os.O_RDONLY | os.O_NONBLOCK)
 
     yield the_agent, stand_in, client
@@ -243,3 +245,236 @@ def test_a_reply_fifo_of_a_client_gone_before_it_asked_is_no_call_in_flight(head
     assert not the_agent.calls_in_flight()
     os.mkfifo(os.path.join(the_agent.directory, "%d.reply" % os.getpid()))
     assert the_agent.calls_in_flight()
+
+
+def serve_closing_early(request):
+    """A launcher stand-in whose frames end well before it exits."""
+    wire.send_frame(1, wire.FRAME_EXIT, b"0")
+    os.close(1)
+    time.sleep(float(request["command"]))
+    return 0
+
+
+def test_forked_calls_never_wait_for_a_launcher_that_closed_its_frames_early():
+    calls_here = channel.ForkedCalls(serve_closing_early)
+    calls_here.start(1, {"command": "2"})
+    [fd] = list(calls_here.fds())
+    frames, started = [], time.monotonic()
+    while fd in calls_here.fds():
+        frames += calls_here.read(fd)
+    assert time.monotonic() - started < 1.5  # not the launcher's 2 s
+    assert frames == [(1, wire.FRAME_EXIT, b"0")]
+    [pid] = calls_here.exiting  # exiting, reaped later
+    deadline = time.monotonic() + 10
+    while calls_here.exiting and time.monotonic() < deadline:
+        time.sleep(0.1)
+        calls_here.reap()
+    assert not calls_here.exiting
+    with pytest.raises(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)
+
+
+def test_a_client_ended_twice_in_one_select_is_handled_once(head):
+    the_agent, stand_in, client = head
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    reply = client(["j-1", "true"], pid=pid)
+    os.waitpid(pid, 0)
+    [call] = the_agent.calls.values()
+    handlers = the_agent.handlers()
+    assert set(handlers) == {call.pidfd}  # no request FIFO, a stand-in channel without fds
+    handlers[call.pidfd]()
+    handlers[call.pidfd]()  # stale: its call is gone
+    assert stand_in.cancelled == [call.id] and not the_agent.calls
+    os.close(reply)
+
+
+def start_agent(tmp_path, monkeypatch):
+    """A real agent process of job j (no channels) in tmp_path."""
+    monkeypatch.setattr(registry, "JOBS_DIR", str(tmp_path))
+    for name in (registry.CALLS_DIR, registry.EVENTS_DIR):
+        os.makedirs(registry.job_path("j", name))
+    the_agent = agent.Agent(SPEC, pwd.getpwuid(os.getuid()), {})
+    the_agent.start()
+    return the_agent
+
+
+def ask(the_agent, argv, name="j-0"):
+    """What files/ssh-wrapper does up to its answer, as a child process (its
+    pid names its files); returns (pid, the read end of its answer)."""
+    answer_r, answer_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            base = os.path.join(the_agent.directory, "%d." % os.getpid())
+            os.mkfifo(base + "reply", 0o600)
+            with open(base + "argv", "wb") as handle:
+                handle.write(b"".join(os.fsencode(word) + b"\0" for word in argv))
+            with open(the_agent.requests_path, "wb") as requests:  # blocks without a reader
+                requests.write(b"%d %s\n" % (os.getpid(), name.encode()))
+            with open(base + "reply", "rb") as reply:
+                os.write(answer_w, reply.readline())
+        finally:
+            os._exit(0)
+    os.close(answer_w)
+    return pid, answer_r
+
+
+def read_within(fd, seconds):
+    assert select.select([fd], [], [], seconds)[0], "no answer within %s s" % seconds
+    return os.read(fd, 1000)
+
+
+def test_clients_of_a_killed_agent_neither_hang_nor_run_twice(tmp_path, monkeypatch):
+    the_agent = start_agent(tmp_path, monkeypatch)
+    try:
+        pid, answer = ask(the_agent, ["j-0", "true"])  # this node: the agent answers slow
+        assert read_within(answer, 10) == b"slow\n"
+        os.waitpid(pid, 0)
+        os.kill(the_agent.pid, signal.SIGKILL)
+        os.waitpid(the_agent.pid, 0)
+        # A client that comes now is not blocked opening the request FIFO:
+        # the supervisor's check answers it, on one of its polls.
+        pid, answer = ask(the_agent, ["j-1", "true"])
+        # A call the agent had taken (its argv file gone) is not made again.
+        os.mkfifo(os.path.join(the_agent.directory, "1.reply"))
+        taken = os.open(os.path.join(the_agent.directory, "1.reply"), os.O_RDONLY | os.O_NONBLOCK)
+        deadline = time.monotonic() + 10
+        while not select.select([answer], [], [], 0.05)[0] and time.monotonic() < deadline:
+            the_agent.check()
+        assert read_within(answer, 0) == b"slow\n"
+        os.waitpid(pid, 0)
+        assert os.read(taken, 1000) == b"255 multinode-ssh-wrapper: the job's agent ended before the call did\n"
+        os.close(taken)
+        assert not os.path.exists(the_agent.requests_path)
+        assert not the_agent.calls_in_flight()
+    finally:
+        the_agent.stop()
+    assert not os.path.exists(the_agent.directory)
+
+
+def client_with(set_up):
+    """A client process that waits after set_up() (its outputs), once that is done."""
+    ready_r, ready_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        set_up()
+        os.write(ready_w, b".")
+        time.sleep(30)
+        os._exit(0)
+    os.close(ready_w)
+    assert os.read(ready_r, 1) == b"."
+    os.close(ready_r)
+    return pid
+
+
+@pytest.fixture
+def forwarding_client(head, tmp_path):
+    """A client process whose stdout is a log opened O_APPEND and whose
+    stderr is a pipe; yields (agent, channel, the client's pid, the log's
+    path, the pipe's read end, the read end of its reply FIFO)."""
+    the_agent, stand_in, client = head
+    log = tmp_path / "job.log"
+    err_r, err_w = os.pipe()
+    pid = client_with(lambda: (os.dup2(os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644), 1),
+                               os.dup2(err_w, 2)))
+    os.close(err_w)
+    reply = client(["j-1", "cat", "lines"], pid=pid, forward=True)
+    yield the_agent, stand_in, pid, log, err_r, reply
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    os.close(err_r)
+    os.close(reply)
+
+
+def test_agent_writes_forwarded_lines_into_its_clients_outputs_before_answering(forwarding_client):
+    the_agent, stand_in, pid, log, err_r, reply = forwarding_client
+    [(call_id, request)] = stand_in.started
+    assert request["forward"] is True
+    the_agent.on_frames([(call_id, wire.FRAME_STDOUT, b"one\ntw"), (call_id, wire.FRAME_STDERR, b"oops\n")])
+    assert log.read_bytes() == b"one\n"  # whole lines only
+    assert os.read(err_r, 100) == b"oops\n"
+    the_agent.on_frames([(call_id, wire.FRAME_STDOUT, b"o\nthree"), (call_id, wire.FRAME_EXIT, b"0")])
+    assert log.read_bytes() == b"one\ntwo\nthree\n"  # the tail ends in a newline in a log
+    assert os.read(reply, 100) == b"0 \n"
+
+
+def test_a_slow_reader_of_forwarded_output_holds_back_its_node_and_gets_every_line(forwarding_client):
+    the_agent, stand_in, pid, log, err_r, reply = forwarding_client
+    [(call_id, _)] = stand_in.started
+    channel_r, channel_w = os.pipe()
+    stand_in.fds = lambda: [channel_r]
+    line = b"x" * 99 + b"\n"
+    sent = 0
+    while channel_r in the_agent.handlers():  # the pipe of stderr is not read meanwhile
+        the_agent.on_frames([(call_id, wire.FRAME_STDERR, line * 1000)])
+        sent += 1
+    assert the_agent.calls[call_id].queued() > forwarding.QUEUE_LIMIT
+    the_agent.on_frames([(call_id, wire.FRAME_EXIT, b"0")])
+    got = b""
+    while len(got) < sent * len(line) * 1000:
+        for write in the_agent.writers().values():
+            write()
+        got += os.read(err_r, 1 << 20)
+    assert got == line * 1000 * sent
+    assert not the_agent.writers() and channel_r in the_agent.handlers()
+    assert os.read(reply, 100) == b"0 \n"
+    os.close(channel_r)
+    os.close(channel_w)
+
+
+def test_a_forwarded_call_whose_output_is_a_file_not_appended_to_takes_the_slow_path(head, tmp_path):
+    the_agent, stand_in, client = head
+    pid = client_with(lambda: os.dup2(os.open(tmp_path / "out", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), 1))
+    try:
+        reply = client(["j-1", "cat", "lines"], pid=pid, forward=True)
+        assert os.read(reply, 100) == b"slow\n"
+        assert not stand_in.started
+        os.close(reply)
+    finally:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+
+
+def serve_output_for_test(request):
+    """A launcher stand-in forwarding `command` MiB of lines in frames of up to 1 MiB."""
+    line = b"y" * 99 + b"\n"
+    for _ in range(int(request["command"])):
+        wire.send_frame(1, wire.FRAME_STDOUT, line * 10486)
+    wire.send_frame(1, wire.FRAME_STDERR, b"done\n")
+    wire.send_frame(1, wire.FRAME_EXIT, b"0")
+    return 0
+
+
+def test_output_frames_cross_the_nodes_end_of_a_channel_whole(tmp_path):
+    into_r, into_w = os.pipe()
+    out_r, out_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(into_w)
+        os.close(out_r)
+        channel.serve_channel(channel.ForkedCalls(serve_output_for_test), into_r, out_w)
+        os._exit(0)
+    os.close(into_r)
+    os.close(out_w)
+    channel.send_tagged(into_w, 1, channel.CALL, json.dumps({"command": "3"}).encode())
+    channel.send_tagged(into_w, 2, channel.CALL, json.dumps({"command": "2"}).encode())
+    got = {1: b"", 2: b""}
+    ended = set()
+    reader = wire.FrameReader()
+    while len(ended) < 2:
+        data = os.read(out_r, 1 << 20)
+        assert data
+        for _kind, payload in reader.feed(data):
+            call_id, inner, body = channel.untag(payload)
+            if inner == wire.FRAME_STDOUT:
+                got[call_id] += body
+            elif inner == wire.FRAME_EXIT:
+                assert body == b"0"
+                ended.add(call_id)
+    line = b"y" * 99 + b"\n"
+    assert got == {1: line * 10486 * 3, 2: line * 10486 * 2}
+    os.close(into_w)
+    os.waitpid(pid, 0)
+    os.close(out_r)

@@ -59,7 +59,7 @@ def test_line_writer_keeps_a_long_line_whole(tmp_path):
 @settings(max_examples=100)
 @given(st.lists(st.binary(max_size=300), max_size=20))
 def test_frames_round_trip(chunks):
-    stream = b"".join(wire._HEADER.pack(wire.FRAME_STDOUT, len(c)) + c for c in chunks)
+    stream = b"".join(wire.HEADER.pack(wire.FRAME_STDOUT, len(c)) + c for c in chunks)
     reader = wire.FrameReader()
     got = []
     # Any split of the byte stream decodes to the same frames.

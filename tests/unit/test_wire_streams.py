@@ -160,7 +160,7 @@ def test_read_chunk_takes_more_than_64_kib_from_a_widened_pipe():
 
 def test_frame_reader_returns_every_frame_of_one_large_feed():
     payloads = [b"%d" % n * (n % 50) for n in range(10_000)]
-    stream = b"".join(wire._HEADER.pack(wire.FRAME_STDERR, len(p)) + p for p in payloads)
+    stream = b"".join(wire.HEADER.pack(wire.FRAME_STDERR, len(p)) + p for p in payloads)
     reader = wire.FrameReader()
     got = reader.feed(stream[:-3]) + reader.feed(stream[-3:])
     assert [p for _, p in got] == payloads

@@ -9,9 +9,15 @@ client is files/ssh-wrapper, plain sh, which talks to it through the agent
 directory of the job (registry.AGENT_DIR: the job user's, mode 0700):
 
   <pid>.reply    a FIFO the client makes, where it reads its answer
-  <pid>.argv     the client's arguments, each ending in a NUL byte
-  requests       the agent's FIFO: the client writes "<pid> <host name>\\n"
-                 (one write shorter than PIPE_BUF: never mixed with another)
+  <pid>.argv     the client's arguments, each ending in a NUL byte; the
+                 agent removes it when it takes the call
+  requests       the agent's FIFO: the client writes "<pid> <host name>
+                 <forward>\\n", forward 1 with MULTINODE_WRAPPER_FORWARD_STREAMS=1,
+                 else 0 (one write shorter than PIPE_BUF: never mixed with
+                 another)
+
+A forwarded call's output goes straight into the client's stdout and
+stderr (forwarding.py), before its answer.
 
 The answer is one line, "STATUS MESSAGE": the call's exit status and what
 the client prints on its stderr (a launcher error, a lost connection; may be
@@ -20,8 +26,15 @@ no channel, the caller is not one of the job's ranks), and the client runs
 the Python wrapper instead. The call ends when the client process does
 (pidfd): a client killed before its answer cancels the remote command, as
 the end of its ssh session would.
+
+The supervisor keeps the request FIFO open too, so a client's open of it
+never waits, even when the agent was killed (the OOM killer): the
+supervisor then answers every client waiting in the directory (check):
+"slow" to one whose call the agent had not taken, else that the agent
+ended before the call did.
 """
 
+import functools
 import os
 import select
 import signal
@@ -31,24 +44,36 @@ import time
 from . import registry
 from .calls import record_call
 from .errors import PROG, RuntimeFailure
+from .forwarding import QUEUE_LIMIT, open_client_outputs
 from .processes import send_signal
 from .transport import Lost
-from .wire import FRAME_ERROR, FRAME_EXIT
+from .wire import FRAME_ERROR, FRAME_EXIT, FRAME_STDERR, FRAME_STDOUT
 from .wrapper import call_outcome, find_rank, parse_ssh_argv, report_failure
 
 MAX_ARGV_BYTES = 1 << 20
 MAX_MESSAGE_BYTES = 4000  # an answer stays one write to the client's FIFO
 STOP_CHECK_SECONDS = 0.2
+AGENT_ENDED = "255 %s: the job's agent ended before the call did" % PROG
 
 
 class Call:
     """One wrapper call the agent is making."""
 
-    def __init__(self, call_id, pid, pidfd, reply_fd):
+    def __init__(self, call_id, pid, pidfd, reply_fd, forward=False):
         self.id, self.pid, self.pidfd, self.reply_fd = call_id, pid, pidfd, reply_fd
+        self.forward = forward
         self.me = self.target = self.record = self.node = None
         self.status = self.error = None
+        self.outputs = {}  # forwarded: FRAME_STDOUT/FRAME_STDERR: forwarding.Output
+        self.exited = False  # its exit status came (answered once its outputs are written)
         self.answered = False
+
+    def queued(self):
+        return sum(output.queued for output in self.outputs.values())
+
+    def close_outputs(self):
+        for output in self.outputs.values():
+            output.close()
 
 
 class Agent:
@@ -58,7 +83,10 @@ class Agent:
     def __init__(self, spec, user, transports):
         self.spec, self.user, self.transports = spec, user, transports
         self.directory = registry.job_path(spec.job, registry.AGENT_DIR)
+        self.requests_path = os.path.join(self.directory, registry.AGENT_REQUESTS)
         self.pid = None
+        self.exited = None  # a pidfd of the agent process
+        self.requests = None  # the request FIFO's fd: the supervisor's, and the agent's own
         self.calls = {}  # call id: Call
         self.channels = {}  # node: its channel (the live ones)
         self.next_id = 1
@@ -69,23 +97,23 @@ class Agent:
     def start(self):
         """Make the agent directory and its request FIFO, and fork the agent."""
         os.makedirs(self.directory, 0o700)
-        requests_path = os.path.join(self.directory, registry.AGENT_REQUESTS)
-        os.mkfifo(requests_path, 0o600)
-        # Held open for reading and writing: a client's open never blocks,
-        # and no client's line is lost between two of them.
-        requests = os.open(requests_path, os.O_RDWR | os.O_NONBLOCK)
-        os.chown(requests_path, self.user.pw_uid, self.user.pw_gid)
+        os.mkfifo(self.requests_path, 0o600)
+        # Held open for reading and writing, here and in the agent, until
+        # the agent's end: a client's open never blocks, and no client's
+        # line is lost between two of them.
+        self.requests = os.open(self.requests_path, os.O_RDWR | os.O_NONBLOCK)
+        os.chown(self.requests_path, self.user.pw_uid, self.user.pw_gid)
         supervisor = os.getpid()
         pid = os.fork()
         if pid == 0:
             status = 1
             try:
-                self.serve(requests, supervisor)
+                self.serve(supervisor)
                 status = 0
             finally:
                 os._exit(status)
-        os.close(requests)
         self.pid = pid
+        self.exited = os.pidfd_open(pid)
         # Open to the job user last: a client finds the FIFO served.
         os.chown(self.directory, self.user.pw_uid, self.user.pw_gid)
 
@@ -100,21 +128,57 @@ class Agent:
         return any(name.endswith(".reply") and name[:-6].isdigit()
                    and os.path.exists("/proc/" + name[:-6]) for name in names)
 
+    def check(self):
+        """On each poll of the supervisor: if the agent process ended before
+        the teardown (killed), answer the clients waiting for it (ended)."""
+        if self.exited is not None and select.select([self.exited], [], [], 0)[0]:
+            self.ended()
+
     def stop(self):
         """After the teardown's kill: the agent is gone, and so is its
         directory (a later client takes the slow path)."""
         if self.pid is not None:
             send_signal(self.pid, signal.SIGKILL)
+        if self.exited is not None:
+            os.close(self.exited)
+            self.exited = None
+        self.close_requests()
         try:
             for name in os.listdir(self.directory):
-                os.unlink(os.path.join(self.directory, name))
+                self.unlink(name)
             os.rmdir(self.directory)
         except OSError:
             pass
 
+    def ended(self):
+        """The agent process ended before the teardown: later clients take
+        the slow path, and every client waiting at its reply FIFO gets an
+        answer (on each poll: a client that was about to open it is
+        answered on the next)."""
+        self.unlink(registry.AGENT_REQUESTS)
+        try:
+            names = os.listdir(self.directory)
+        except OSError:
+            return
+        for name in names:
+            pid = name[:-len(".reply")]
+            if not (name.endswith(".reply") and pid.isdigit()):
+                continue
+            try:  # only a reply FIFO that its client holds open
+                reply = os.open(os.path.join(self.directory, name), os.O_WRONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+            except OSError:
+                continue
+            taken = not os.path.exists(os.path.join(self.directory, pid + ".argv"))
+            try:
+                os.write(reply, ((AGENT_ENDED if taken else "slow") + "\n").encode())
+            except OSError:
+                pass
+            os.close(reply)
+            self.unlink_call_files(int(pid))
+
     # -- the agent process -------------------------------------------------
 
-    def serve(self, requests, supervisor):
+    def serve(self, supervisor):
         """Make calls until the supervisor asks the agent to stop (SIGTERM,
         the teardown: no new calls, exit once the ones in flight ended) or
         is gone."""
@@ -123,32 +187,24 @@ class Agent:
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
         self.channels = {node: transport.channel() for node, transport in self.transports.items()}
         supervisor_gone = os.pidfd_open(supervisor)
-        pending = b""
+        self.pending = b""
         try:
             while True:
-                if self.stopping and requests is not None:
-                    os.unlink(os.path.join(self.directory, registry.AGENT_REQUESTS))
-                    os.close(requests)
-                    requests = None
-                if self.stopping and not self.calls:
-                    return
-                watched = [supervisor_gone] + [c.pidfd for c in self.calls.values()]
-                watched += [fd for channel in self.channels.values() for fd in channel.fds()]
-                if requests is not None:
-                    watched.append(requests)
-                for fd in select.select(watched, [], [], STOP_CHECK_SECONDS)[0]:
+                if self.stopping:
+                    self.close_requests()
+                    if not self.calls:
+                        return
+                handlers, writers = self.handlers(), self.writers()
+                handlers[supervisor_gone] = None
+                readable, writable, _ = select.select(list(handlers), list(writers), [], STOP_CHECK_SECONDS)
+                for fd in writable:
+                    writers[fd]()
+                for fd in readable:
                     if fd == supervisor_gone:
                         return
-                    if fd == requests:
-                        pending += os.read(requests, 1 << 16)
-                        *lines, pending = pending.split(b"\n")
-                        for line in lines:
-                            self.accept(line)
-                    else:
-                        self.readable(fd)
+                    handlers[fd]()
         finally:
-            if requests is not None:  # later clients take the slow path
-                self.unlink(os.path.join(self.directory, registry.AGENT_REQUESTS))
+            self.close_requests()  # later clients take the slow path
             for call in self.calls.values():
                 if not call.answered and call.node in self.channels:
                     self.channels[call.node].cancel(call.id)
@@ -156,58 +212,105 @@ class Agent:
     def _on_stop(self, signum, frame):
         self.stopping = True
 
+    def handlers(self):
+        """{fd: what to do when it is readable} of what the agent watches:
+        its request FIFO, every client (its pidfd), every channel."""
+        handlers = {call.pidfd: functools.partial(self.client_ended, call) for call in self.calls.values()}
+        for node, channel in self.channels.items():
+            if any(call.node == node and call.queued() > QUEUE_LIMIT for call in self.calls.values()):
+                continue  # a reader of its forwarded output is behind: ssh holds the node back
+            for fd in channel.fds():
+                handlers[fd] = functools.partial(self.channel_readable, node, channel, fd)
+        if self.requests is not None:
+            # Last: taking a call opens fds, which may get the numbers of fds
+            # that the handlers before it closed.
+            handlers[self.requests] = self.read_requests
+        return handlers
+
+    def writers(self):
+        """{fd: what to do when it is writable} of the forwarded outputs
+        with lines queued."""
+        return {output.fd: functools.partial(self.output_writable, call, output)
+                for call in self.calls.values() for output in call.outputs.values() if output.queue}
+
     def readable(self, fd):
-        for call in list(self.calls.values()):
-            if fd == call.pidfd:
-                return self.client_ended(call)
-        for node, channel in list(self.channels.items()):
-            if fd in channel.fds():
-                try:
-                    frames = channel.read(fd)
-                except Lost as exc:
-                    return self.channel_lost(node, str(exc))
-                for call_id, kind, payload in frames:
-                    call = self.calls.get(call_id)
-                    if call is None or call.answered:
-                        continue  # its client is gone
-                    if kind == FRAME_ERROR:
-                        call.error = payload.decode(errors="replace")
-                    elif kind == FRAME_EXIT:
-                        self.finish(call, int(payload))
-                return None
+        """Handle one fd the agent watches that is readable."""
+        self.handlers()[fd]()
+
+    def output_writable(self, call, output):
+        if output.fd is None:
+            return  # closed since the select
+        output.write_some()
+        self.answer_when_written(call)
+
+    def read_requests(self):
+        self.pending += os.read(self.requests, 1 << 16)
+        *lines, self.pending = self.pending.split(b"\n")
+        for line in lines:
+            self.accept(line)
+
+    def channel_readable(self, node, channel, fd):
+        if self.channels.get(node) is not channel or fd not in channel.fds():
+            return None  # gone since the select (an earlier fd's handler)
+        try:
+            frames = channel.read(fd)
+        except Lost as exc:
+            return self.channel_lost(node, str(exc))
+        return self.on_frames(frames)
+
+    def on_frames(self, frames):
+        """[(call id, kind, payload)] that came from a channel."""
+        for call_id, kind, payload in frames:
+            call = self.calls.get(call_id)
+            if call is None or call.answered:
+                continue  # its client is gone
+            if kind in call.outputs:
+                call.outputs[kind].feed(payload)
+            elif kind == FRAME_ERROR:
+                call.error = payload.decode(errors="replace")
+            elif kind == FRAME_EXIT:
+                call.status, call.exited = int(payload), True
+                for output in call.outputs.values():
+                    output.end()
+                self.answer_when_written(call)
         return None
+
+    def answer_when_written(self, call):
+        """A call whose exit status came is finished once its forwarded
+        output is written, so that its client ends after its output."""
+        if call.exited and not call.answered and not call.queued():
+            call.close_outputs()
+            self.finish(call, call.status)
 
     def accept(self, line):
         """A client's request line: open its reply FIFO, read its argv, and
         make the call (or answer at once)."""
         try:
-            pid_text, name = line.decode().split(" ", 1)
+            pid_text, name, *forward = line.decode().split(" ")
             pid = int(pid_text)
         except ValueError:
             return
-        base = os.path.join(self.directory, "%d." % pid)
-        reply_fd = self.open_own(base + "reply", stat.S_ISFIFO, os.O_RDWR)
+        reply_fd = self.open_own("%d.reply" % pid, stat.S_ISFIFO, os.O_RDWR)
         if reply_fd is None:
             return  # nowhere to answer
-        argv_fd = self.open_own(base + "argv", stat.S_ISREG, os.O_RDONLY)
+        argv_fd = self.open_own("%d.argv" % pid, stat.S_ISREG, os.O_RDONLY)
         try:
             pidfd = os.pidfd_open(pid)
         except OSError:  # the client is gone already
             for fd in (reply_fd, argv_fd):
                 if fd is not None:
                     os.close(fd)
-            self.unlink(base + "reply")
-            self.unlink(base + "argv")
+            self.unlink_call_files(pid)
             return
-        call = Call(self.next_id, pid, pidfd, reply_fd)
+        call = Call(self.next_id, pid, pidfd, reply_fd, forward == ["1"])
         self.next_id += 1
         self.calls[call.id] = call
         try:
-            return self.make(call, argv_fd, name, base)
+            return self.make(call, argv_fd, name)
         except Exception as exc:  # the client must get an answer, the agent go on
             return self.answer(call, "255 %s: the job's agent failed: %s" % (PROG, exc))
 
-    def make(self, call, argv_fd, name, base):
+    def make(self, call, argv_fd, name):
         """What the Python wrapper does for its call, up to sending it."""
         args = None
         if argv_fd is not None:
@@ -215,7 +318,7 @@ class Agent:
                 data = handle.read(MAX_ARGV_BYTES + 1)
             if len(data) <= MAX_ARGV_BYTES and data.endswith(b"\0"):
                 args = [os.fsdecode(word) for word in data[:-1].split(b"\0")]
-        self.unlink(base + "argv")
+        self.unlink("%d.argv" % call.pid)  # the call is taken (ended() tells so)
         call.me = next((rank for rank in self.spec.ranks if rank.name == name), None)
         if args is None or call.me is None:
             return self.answer(call, "slow")
@@ -229,18 +332,24 @@ class Agent:
         channel = self.channels.get(call.target.node)
         if channel is None:
             return self.answer(call, "slow")
+        if call.forward:
+            outputs = open_client_outputs(call.pid, call.pidfd, self.user, registry.job_log_path(self.spec.job))
+            if outputs is None:
+                return self.answer(call, "slow")
+            call.outputs = {FRAME_STDOUT: outputs[0], FRAME_STDERR: outputs[1]}
         call.node = call.target.node
         call.record = {"rank": call.target.rank, "start": time.time()}
         record_call(self.spec.job, call.record, call.pid)
         channel.start(call.id, {"job": self.spec.job, "run": self.spec.run, "rank": call.target.rank,
-                                "command": " ".join(words), "forward": False})
+                                "command": " ".join(words), "forward": call.forward})
         return None
 
-    def open_own(self, path, is_kind, flags):
-        """An fd of the client's file `path`, if it is of the right kind and
-        the job user's (never a link to something else)."""
+    def open_own(self, name, is_kind, flags):
+        """An fd of the client's file `name` in the agent directory, if it
+        is of the right kind and the job user's (never a link to something
+        else)."""
         try:
-            fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+            fd = os.open(os.path.join(self.directory, name), flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
         except OSError:
             return None
         info = os.fstat(fd)
@@ -268,11 +377,14 @@ class Agent:
 
     def client_ended(self, call):
         """The client process ended (answered, or killed before)."""
+        if self.calls.get(call.id) is not call:
+            return  # ended already (an earlier handler of the same select)
         if not call.answered and call.node in self.channels:
             self.channels[call.node].cancel(call.id)
+        call.close_outputs()
         os.close(call.pidfd)
         os.close(call.reply_fd)
-        self.unlink(os.path.join(self.directory, "%d.reply" % call.pid))
+        self.unlink_call_files(call.pid)
         del self.calls[call.id]
 
     def channel_lost(self, node, why):
@@ -281,11 +393,26 @@ class Agent:
         del self.channels[node]
         for call in list(self.calls.values()):
             if call.node == node and not call.answered:
+                for output in call.outputs.values():
+                    output.end()  # what came, as far as its reader takes it now
+                call.close_outputs()
                 self.finish(call, None, why)
 
-    @staticmethod
-    def unlink(path):
+    def close_requests(self):
+        """No more requests: the request FIFO goes (a later client takes the
+        slow path)."""
+        if self.requests is not None:
+            self.unlink(registry.AGENT_REQUESTS)
+            os.close(self.requests)
+            self.requests = None
+
+    def unlink_call_files(self, pid):
+        self.unlink("%d.reply" % pid)
+        self.unlink("%d.argv" % pid)
+
+    def unlink(self, name):
+        """Remove `name` from the agent directory, if it is there."""
         try:
-            os.unlink(path)
+            os.unlink(os.path.join(self.directory, name))
         except OSError:
             pass

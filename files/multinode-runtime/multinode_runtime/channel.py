@@ -23,7 +23,18 @@ import os
 import select
 import struct
 
-from .wire import FRAME_ERROR, FRAME_EXIT, FrameReader, send_frame
+from .wire import (
+    FRAME_ERROR,
+    FRAME_EXIT,
+    FRAME_STDERR,
+    FRAME_STDOUT,
+    HEADER,
+    FrameReader,
+    read_chunk,
+    send_frame,
+    widen_pipe,
+    write_all,
+)
 
 TAGGED = b"T"
 CALL, CANCEL = b"L", b"C"
@@ -42,22 +53,25 @@ def untag(payload):
 
 
 def send_tagged(fd, call_id, kind, payload=b""):
-    send_frame(fd, TAGGED, tagged(call_id, kind, payload))
+    send_frame(fd, TAGGED, _TAG.pack(call_id, kind), payload)  # no joined copy
 
 
 class ForkedCalls:
     """Calls run on this node, each in a forked child of this process that
     carries out the launch request (serve(request) -> exit status, run with
     fd 0 the call's lifeline and fd 1 its frames). read() returns the
-    children's frames; a child gone without its exit frame answers for it."""
+    children's frames (the head's agent, local mode), relay() sends them on
+    (a node's end of a channel); a child gone without its exit frame
+    answers for it."""
 
     def __init__(self, serve):
         self.serve = serve
         self.calls = {}  # call id: [pid, lifeline write end, FrameReader, exit frame seen]
         self.by_fd = {}  # frames read end: call id
+        self.exiting = set()  # pids of calls whose frames ended, not yet reaped
 
     def fds(self):
-        return list(self.by_fd)
+        return self.by_fd.keys()
 
     def start(self, call_id, request):
         life_r, life_w = os.pipe()
@@ -78,6 +92,7 @@ class ForkedCalls:
                 os._exit(status if isinstance(status, int) else 255)
         os.close(life_r)
         os.close(frames_w)
+        widen_pipe(frames_r)  # forwarded output moves in large chunks
         self.calls[call_id] = [pid, life_w, FrameReader(), False]
         self.by_fd[frames_r] = call_id
 
@@ -96,22 +111,93 @@ class ForkedCalls:
         """[(call id, kind, payload)] of what the call on fd sent."""
         call_id = self.by_fd[fd]
         call = self.calls[call_id]
-        data = os.read(fd, 1 << 16)
+        data = read_chunk(fd)
         frames = [(call_id, kind, payload) for kind, payload in call[2].feed(data)]
         call[3] = call[3] or any(kind == FRAME_EXIT for _, kind, _ in frames)
         if not data:
-            if not call[3]:
-                frames.append((call_id, FRAME_ERROR, b"the launcher ended without an exit status"))
-                frames.append((call_id, FRAME_EXIT, b"255"))
-            self.cancel(call_id)
-            os.close(fd)
-            del self.by_fd[fd]
-            del self.calls[call_id]
-            try:
-                os.waitpid(call[0], 0)  # its frames ended: it is exiting
-            except ChildProcessError:
-                pass  # reaped by a subreaper's loop already
+            frames += self.ended(fd)
+        self.reap()
         return frames
+
+    def relay(self, fd, out):
+        """Send the next frame the call on fd sent on to `out`, tagged (the
+        node's end of a channel). An output frame's payload moves by
+        splice(2), never copied through this process."""
+        call_id = self.by_fd[fd]
+        call = self.calls[call_id]
+        header = read_exactly(fd, HEADER.size)
+        if len(header) < HEADER.size:
+            frames = self.ended(fd)
+        else:
+            kind, size = HEADER.unpack(header)
+            if kind in (FRAME_STDOUT, FRAME_STDERR):
+                moved = splice_frame(fd, out, call_id, kind, size)
+                frames = [] if moved == size else self.ended(fd)
+            else:
+                payload = read_exactly(fd, size)
+                call[3] = call[3] or kind == FRAME_EXIT
+                frames = [(call_id, kind, payload)] + ([] if len(payload) == size else self.ended(fd))
+        for frame in frames:
+            send_tagged(out, *frame)
+        self.reap()
+
+    def ended(self, fd):
+        """The frames of the call on fd ended: forget it (it is reaped
+        later); the frames that answer for a missing exit status."""
+        call_id = self.by_fd.pop(fd)
+        call = self.calls.pop(call_id)
+        frames = []
+        if not call[3]:
+            frames.append((call_id, FRAME_ERROR, b"the launcher ended without an exit status"))
+            frames.append((call_id, FRAME_EXIT, b"255"))
+        if call[1] is not None:
+            os.close(call[1])  # its lifeline
+        os.close(fd)
+        self.exiting.add(call[0])
+        return frames
+
+    def reap(self):
+        """Reap the calls whose frames ended, those that have exited (the
+        others are reaped by a later read: this never waits)."""
+        for pid in list(self.exiting):
+            try:
+                done = os.waitpid(pid, os.WNOHANG)[0] == pid
+            except ChildProcessError:
+                done = True  # reaped by a subreaper's loop already
+            if done:
+                self.exiting.discard(pid)
+
+
+def read_exactly(fd, size):
+    """size bytes from fd, fewer only at its end."""
+    data = b""
+    while len(data) < size:
+        more = os.read(fd, size - len(data))
+        if not more:
+            break
+        data += more
+    return data
+
+
+def splice_frame(fd, out, call_id, kind, size):
+    """Send a call's output frame of `size` payload bytes, which follow on
+    fd, tagged on `out`, the payload by splice(2) from fd; returns the
+    payload bytes that came (a launcher that ended within its frame is
+    made up for with newlines, so the channel's framing holds)."""
+    send_frame(out, TAGGED, _TAG.pack(call_id, kind), b"", extra=size)
+    moved = 0
+    while moved < size:
+        try:
+            step = os.splice(fd, out, size - moved)
+        except OSError:  # not something splice takes: through memory
+            data = os.read(fd, min(size - moved, 1 << 20))
+            write_all(out, data)
+            step = len(data)
+        if not step:
+            write_all(out, b"\n" * (size - moved))
+            return moved
+        moved += step
+    return moved
 
 
 def serve_channel(calls, channel_in, channel_out):
@@ -121,13 +207,12 @@ def serve_channel(calls, channel_in, channel_out):
     running loses its lifeline."""
     incoming = FrameReader()
     while True:
-        watched = [channel_in] + calls.fds()
+        watched = [channel_in, *calls.fds()]
         for fd in select.select(watched, [], [])[0]:
             if fd != channel_in:
-                for call_id, kind, payload in calls.read(fd):
-                    send_tagged(channel_out, call_id, kind, payload)
+                calls.relay(fd, channel_out)
                 continue
-            data = os.read(channel_in, 1 << 16)
+            data = read_chunk(channel_in)
             if not data:
                 calls.cancel_all()
                 return

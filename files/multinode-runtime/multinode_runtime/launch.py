@@ -110,6 +110,7 @@ def hold(spec, node, out):
     closes, or the job's teardown stops it."""
     namespace = enter_rank_namespace(spec.job, spec.job)
     user = job_user(spec)  # once for every call
+    widen_pipe(out)  # forwarded output of the calls moves in large chunks
     try:
         send_frame(out, FRAME_STDOUT, READY)
         calls = ForkedCalls(lambda request: serve_call(spec, node, request, 1, user))

@@ -253,6 +253,7 @@ class Supervisor:
                     child.returncode = exit_status(status)
                     deadline = time.monotonic() + self.grace
                     self.rank0_call.update(end=time.time(), status=child.returncode)
+            self.agent.check()
             if deadline is not None and (time.monotonic() > deadline or not self.calls_in_flight()):
                 failure = first_failure(events)
                 return (None, failure) if failure else (child.returncode, None)

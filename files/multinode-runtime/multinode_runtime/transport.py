@@ -32,7 +32,7 @@ from .channel import CALL, CANCEL, TAGGED, ForkedCalls, send_tagged, untag
 from .errors import RuntimeFailure
 from .inputs import DEFAULT_PATH, rank_environment
 from .processes import last_line, send_signal, spawn_as, which
-from .wire import FRAME_ERROR, FRAME_STDOUT, READY, FrameReader, encode_request
+from .wire import FRAME_ERROR, FRAME_STDOUT, READY, FrameReader, encode_request, read_chunk, widen_pipe
 
 CONNECT_WITHIN = 60  # seconds a worker node has to accept the job's connection
 
@@ -71,6 +71,7 @@ class SshTransport:
         argv = ssh_command(self.node, self.address) + ["-M", "-o", "ControlPersist=yes", "-T", hold]
         self.proc = spawn_as(user, argv, rank_environment(self.spec, self.spec.head, user),
                              "/", subprocess.PIPE, subprocess.PIPE, subprocess.PIPE)
+        widen_pipe(self.proc.stdout.fileno())  # forwarded output moves in large chunks
         return self.proc.stdout.fileno()
 
     def opened(self, data):
@@ -126,7 +127,7 @@ class SshChannel:
             pass  # the channel is gone: read() says so
 
     def read(self, fd):
-        data = os.read(fd, 1 << 16)
+        data = read_chunk(fd)
         if not data:
             raise Lost(self.why_lost())
         return [untag(payload) for kind, payload in self.frames.feed(data) if kind == TAGGED]

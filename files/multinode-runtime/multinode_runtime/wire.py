@@ -17,7 +17,7 @@ import termios
 from .errors import RuntimeFailure
 
 FRAME_STDOUT, FRAME_STDERR, FRAME_EXIT, FRAME_ERROR = b"O", b"E", b"X", b"!"
-_HEADER = struct.Struct(">cI")
+HEADER = struct.Struct(">cI")  # a frame's type byte and payload length
 READY = b"ready"  # a hold request's answer (FRAME_STDOUT) once it is in place
 
 
@@ -36,8 +36,11 @@ class LineWriter:
 
     MAX_PENDING = 8 << 20  # a line longer than this is written in pieces
 
-    def __init__(self, fd):
+    def __init__(self, fd, write=None):
+        """`write(data)` instead of writing to fd at once: the head's agent
+        queues what it cannot write yet (agent.Output)."""
         self.fd = fd
+        self.write = write or (lambda data: write_all(fd, data))
         self.pending = []  # the unterminated line so far, in the pieces it came in
         self.pending_size = 0
         try:
@@ -58,7 +61,7 @@ class LineWriter:
         lines = memoryview(data)[:cut]  # no copy of the lines themselves
         if self.pending:
             lines = b"".join(self.pending + [lines])
-        write_all(self.fd, lines)
+        self.write(lines)
         rest = data[cut:]
         self.pending = [rest] if rest else []
         self.pending_size = len(rest)
@@ -66,7 +69,7 @@ class LineWriter:
     def flush(self):
         if self.pending:
             tail = b"".join(self.pending)
-            write_all(self.fd, tail + b"\n" if self.terminate else tail)
+            self.write(tail + b"\n" if self.terminate else tail)
             self.pending = []
             self.pending_size = 0
 
@@ -99,16 +102,21 @@ def read_chunk(fd):
     return os.read(fd, min(max(ready, 1 << 16), CHUNK))
 
 
-def send_frame(fd, kind, payload):
-    header = _HEADER.pack(kind, len(payload))
-    try:
-        sent = os.writev(fd, [header, payload])  # one syscall, no joined copy
-    except BrokenPipeError:
-        return
-    if sent < len(header):
-        write_all(fd, header[sent:])
-        sent = len(header)
-    write_all(fd, memoryview(payload)[sent - len(header):])
+def send_frame(fd, kind, *payload, extra=0):
+    """One frame; its payload the bytes of `payload`'s parts, sent in one
+    writev(2) without joining them, and with `extra` the length of bytes
+    that the caller sends next, as the rest of the payload."""
+    header = HEADER.pack(kind, sum(len(part) for part in payload) + extra)
+    parts = [memoryview(header), *(memoryview(part) for part in payload)]
+    while parts:
+        try:
+            sent = os.writev(fd, parts)
+        except BrokenPipeError:
+            return
+        while parts and sent >= len(parts[0]):
+            sent -= len(parts.pop(0))
+        if parts:
+            parts[0] = parts[0][sent:]
 
 
 class FrameReader:
@@ -119,19 +127,32 @@ class FrameReader:
         self.buffer = bytearray()
 
     def feed(self, data):
-        self.buffer += data
+        if self.buffer:
+            self.buffer += data
+            return self._cut(self.buffer)
+        frames, used = self._frames_in(data)  # no copy into the buffer first
+        self.buffer += memoryview(data)[used:]
+        return frames
+
+    def _cut(self, buffer):
+        frames, used = self._frames_in(buffer)
+        del buffer[:used]  # a bytearray drops its head without copying
+        return frames
+
+    @staticmethod
+    def _frames_in(data):
+        """(the complete frames at the start of data, bytes they take)."""
         frames = []
         start = 0
-        with memoryview(self.buffer) as view:
-            while len(view) - start >= _HEADER.size:
-                kind, size = _HEADER.unpack_from(view, start)
-                end = start + _HEADER.size + size
+        with memoryview(data) as view:
+            while len(view) - start >= HEADER.size:
+                kind, size = HEADER.unpack_from(view, start)
+                end = start + HEADER.size + size
                 if len(view) < end:
                     break
-                frames.append((kind, bytes(view[start + _HEADER.size:end])))
+                frames.append((kind, bytes(view[start + HEADER.size:end])))
                 start = end
-        del self.buffer[:start]  # a bytearray drops its head without copying
-        return frames
+        return frames, start
 
 
 def parse_launch_request(original):
