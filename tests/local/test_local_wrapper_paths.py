@@ -49,12 +49,12 @@ def runtime_processes(command):
 
 
 def wait_for(path, proc, timeout=240):
+    """The pid the job wrote to path (complete once it ends in a newline)."""
     deadline = time.monotonic() + timeout
-    while not path.exists():
+    while not (path.read_text() if path.exists() else "").endswith("\n"):
         if proc.poll() is not None or time.monotonic() > deadline:
             return None
         time.sleep(0.1)
-    time.sleep(0.1)  # written by one echo: complete once it has a newline
     return path.read_text().strip()
 
 
