@@ -1,0 +1,273 @@
+"""The wrapper's sh client (files/ssh-wrapper) against a real agent process
+(agent.Agent, started as the head supervisor starts it), under dash and
+under busybox sh: the agent's request/reply protocol, and when the client
+falls back to the Python wrapper.
+
+The client is the real file with its three fixed paths pointed into a
+temporary directory: the kernel's host name (a file naming the caller's
+rank), the runtime's job directories (runtime_state's), and the Python
+wrapper (a stand-in that records its arguments and exits 42). The agent's
+channel to node n2 is a real channel.ForkedCalls whose launcher stand-in
+runs the command with sh -c (stdout and stderr into files), answers a
+launcher error for "launcher-error", records "record ..." without running
+it, and stops the command when its lifeline ends, as launch.Launch does.
+The whole path on real jobs: tests/local/test_local_wrapper_paths.py and
+molecule/quoting/tests/test_wrapper_paths.py.
+"""
+
+import json
+import os
+import pwd
+import select
+import shutil
+import signal
+import subprocess
+import time
+
+import pytest
+from multinode_runtime import agent, calls, channel, registry, wire
+from multinode_runtime.spec import JobSpec
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CLIENT = os.path.join(ROOT, "files", "ssh-wrapper")
+SHELLS = {"dash": ["dash"], "busybox": ["busybox", "sh"]}
+SPEC = JobSpec.from_dict({"job": "j", "run": "r1", "ranks": [
+    {"rank": 0, "name": "j-0", "node": "n1", "address": "10.0.0.1"},
+    {"rank": 1, "name": "j-1", "node": "n2", "address": "10.0.0.2"}]})
+SLOW_STATUS = 42
+HOSTILE = ["two  words", "it's", 'say "hi"', "$x ${y} $(echo no) `echo no`", "back\\slash \\n",
+           "*", "line1\nline2", "trailing\n\n", "", "'", "  spaces  ", "tab\tand ; && | > <",
+           "unicode: \u00e9\u4e2d\U0001f600", "ctl: \u0081\u0088", "-", "--", "-o"]
+
+
+def launcher_stand_in(tmp):
+    """serve(request) for ForkedCalls (fd 0 the call's lifeline, fd 1 its
+    frames), as launch.serve_call answers."""
+    def serve(request):
+        command = request["command"]
+        if command == "launcher-error":
+            wire.send_frame(1, wire.FRAME_ERROR, b"no such user")
+            wire.send_frame(1, wire.FRAME_EXIT, b"255")
+            return 0
+        if command.startswith("record "):
+            with open(os.path.join(tmp, "requests"), "a") as handle:
+                handle.write(json.dumps(request) + "\n")
+            wire.send_frame(1, wire.FRAME_EXIT, b"0")
+            return 0
+        with open(os.path.join(tmp, "remote.out"), "ab") as out:
+            proc = subprocess.Popen(["/bin/sh", "-c", command], stdin=subprocess.DEVNULL, stdout=out,
+                                    stderr=out, start_new_session=True, cwd=tmp)
+        exited = os.pidfd_open(proc.pid)
+        while True:
+            ready = select.select([0, exited], [], [])[0]
+            if exited in ready:
+                wire.send_frame(1, wire.FRAME_EXIT, str(proc.wait()).encode())
+                return 0
+            if not os.read(0, 1 << 16):  # the lifeline ended: stop the command
+                os.killpg(proc.pid, signal.SIGTERM)
+                proc.wait()
+                return 0
+    return serve
+
+
+def alive(pid):
+    """Whether process pid runs (a zombie does not)."""
+    try:
+        with open("/proc/%d/stat" % pid) as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+class StandInTransport:
+    def __init__(self, serve):
+        self.serve = serve
+
+    def channel(self):
+        return channel.ForkedCalls(self.serve)
+
+
+@pytest.fixture(params=sorted(SHELLS))
+def shell(request):
+    argv = SHELLS[request.param]
+    if shutil.which(argv[0]) is None:
+        pytest.fail("%s is required for these tests (apt-get install -y %s)" % (argv[0], argv[0]))
+    return argv
+
+
+class Head:
+    """Job j's head in a temporary directory: the client, its stand-ins,
+    and (start_agent) the job's agent with a channel to node n2."""
+
+    def __init__(self, tmp, shell):
+        self.tmp, self.shell = str(tmp), shell
+        for name in (registry.CALLS_DIR, registry.EVENTS_DIR):
+            os.makedirs(registry.job_path("j", name))
+        self.hostname = os.path.join(self.tmp, "hostname")
+        self.slow_args = os.path.join(self.tmp, "slow.args")
+        slow = os.path.join(self.tmp, "slow-wrapper")
+        with open(slow, "w") as handle:
+            handle.write("#!/bin/sh\nprintf '%%s\\0' \"$@\" >%s\nexit %d\n" % (self.slow_args, SLOW_STATUS))
+        os.chmod(slow, 0o755)
+        with open(CLIENT) as handle:
+            text = handle.read()
+        for fixed, here in (("/proc/sys/kernel/hostname", self.hostname),
+                            ("/run/fuzz-multinode/jobs/", registry.JOBS_DIR + "/"),
+                            ("/usr/bin/python3 -I /opt/fuzz-multinode/multinode-runtime", slow)):
+            assert text.count(fixed) == 1, "files/ssh-wrapper no longer names %s once" % fixed
+            text = text.replace(fixed, here)
+        self.client = os.path.join(self.tmp, "ssh-wrapper")
+        with open(self.client, "w") as handle:
+            handle.write(text)
+        os.chmod(self.client, 0o755)
+        self.agent = None
+        self.as_rank("j-0")
+
+    def as_rank(self, name):
+        with open(self.hostname, "w") as handle:
+            handle.write(name + "\n")
+
+    def start_agent(self):
+        self.agent = agent.Agent(SPEC, pwd.getpwuid(os.getuid()),
+                                 {"n2": StandInTransport(launcher_stand_in(self.tmp))})
+        self.agent.start()
+
+    def stop_agent(self):
+        if self.agent is not None and self.agent.pid is not None:
+            self.agent.stop()
+            os.waitpid(self.agent.pid, 0)
+            self.agent.pid = None
+
+    def popen(self, args, forward=False):
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+        if forward:
+            env["MULTINODE_WRAPPER_FORWARD_STREAMS"] = "1"
+        return subprocess.Popen(self.shell + [self.client] + [os.fsencode(a) for a in args],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                env=env, cwd=self.tmp)
+
+    def call(self, args, forward=False):
+        """(exit status, stdout, stderr) of one client call."""
+        proc = self.popen(args, forward)
+        out, err = proc.communicate(timeout=60)
+        return proc.returncode, out.decode(), err.decode()
+
+    def slow_argv(self):
+        """The Python wrapper's arguments, if the client ran it."""
+        if not os.path.exists(self.slow_args):
+            return None
+        with open(self.slow_args, "rb") as handle:
+            return [os.fsdecode(word) for word in handle.read().split(b"\0")[:-1]]
+
+    def remote(self, name):
+        path = os.path.join(self.tmp, name)
+        if not os.path.exists(path):
+            return None
+        with open(path) as handle:
+            return handle.read()
+
+    def leftovers(self):
+        """What the agent directory holds besides its request FIFO."""
+        return sorted(set(os.listdir(self.agent.directory)) - {registry.AGENT_REQUESTS})
+
+
+@pytest.fixture
+def head(runtime_state, shell):
+    the_head = Head(runtime_state, shell)
+    yield the_head
+    the_head.stop_agent()
+
+
+def test_a_call_is_made_by_the_agent_with_ssh_argv(head):
+    """Options skipped, the words joined with spaces, run by the remote sh;
+    exit 0 and nothing printed; the call recorded; the Python wrapper never
+    runs, and the client leaves nothing in the agent directory."""
+    head.start_agent()
+    args = ["-x", "-o", "BatchMode=yes", "j-1", "printf", "'<%s>'", "'a  b'", "x   y", ">words"]
+    assert head.call(args) == (0, "", "")
+    assert head.remote("words") == "<a  b><x><y>"
+    assert head.slow_argv() is None
+    [record] = calls.read_call_records("j")
+    assert (record["rank"], record["status"]) == (1, 0)
+    assert head.leftovers() == []
+
+
+def test_the_command_reaches_the_agent_byte_for_byte(head):
+    head.start_agent()
+    assert head.call(["j-1", "record"] + HOSTILE) == (0, "", "")
+    [request] = [json.loads(line) for line in head.remote("requests").splitlines()]
+    assert request["command"] == " ".join(["record"] + HOSTILE)
+    assert (request["job"], request["run"], request["rank"], request["forward"]) == ("j", "r1", 1, False)
+    assert head.slow_argv() is None
+
+
+@pytest.mark.parametrize("rank", ["j-0", "j-1"])
+def test_the_remote_exit_status_is_the_clients(head, rank):
+    head.start_agent()
+    head.as_rank(rank)
+    assert head.call(["j-1", "echo out; echo err >&2; exit 7"]) == (7, "", "")
+    assert head.remote("remote.out") == "out\nerr\n"  # forwarding off: not the caller's
+    # A failing call of rank 0 fails the job; another rank's does not.
+    assert bool(os.listdir(registry.job_path("j", registry.EVENTS_DIR))) == (rank == "j-0")
+
+
+def test_the_agents_message_goes_to_stderr_with_status_255(head):
+    head.start_agent()
+    assert head.call(["j-1", "launcher-error"]) == (
+        255, "", "multinode-ssh-wrapper: rank 1 (j-1 on n2): no such user\n")
+    assert head.call(["j-9", "true"]) == (
+        255, "", "multinode-ssh-wrapper: unknown host 'j-9': job j has ranks j-0, j-1\n")
+    assert head.slow_argv() is None
+
+
+@pytest.mark.parametrize("case", ["no agent yet", "forwarding", "head's own node", "not a rank of the job"])
+def test_the_python_wrapper_makes_the_calls_the_agent_does_not(head, case):
+    """Before the agent is up (no request FIFO), with forwarding on, to a
+    rank on the head's own node (no channel) or from a caller that is no
+    rank of the job (the agent answers "slow"): the client runs the Python
+    wrapper with exactly its own arguments and exits with its status."""
+    if case != "no agent yet":
+        head.start_agent()
+    target = "j-0" if case == "head's own node" else "j-1"
+    if case == "not a rank of the job":
+        head.as_rank("j-7")
+    args = ["-q", target] + HOSTILE
+    assert head.call(args, forward=case == "forwarding") == (SLOW_STATUS, "", "")
+    assert head.slow_argv() == ["wrapper"] + args
+    assert head.remote("requests") is None and calls.read_call_records("j") == []
+    if head.agent is not None:
+        assert head.leftovers() == []
+
+
+def test_killing_the_client_stops_the_remote_command(head):
+    """SIGKILL to the client while its command runs: the agent sees the
+    client end and ends the call's lifeline; the command is stopped."""
+    head.start_agent()
+    proc = head.popen(["j-1", "echo $$ >sleep.pid; exec sleep 600"])
+    deadline = time.monotonic() + 30
+    while not (head.remote("sleep.pid") or "").endswith("\n") and time.monotonic() < deadline:
+        time.sleep(0.02)
+    sleeper = int(head.remote("sleep.pid"))
+    proc.kill()
+    proc.communicate()
+    while alive(sleeper) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not alive(sleeper), "sleep 600 outlived its killed client"
+    assert head.leftovers() == []
+
+
+def test_a_client_whose_agent_ends_before_the_answer_fails_255(head):
+    head.start_agent()
+    proc = head.popen(["j-1", "echo $$ >sleep.pid; exec sleep 600"])
+    deadline = time.monotonic() + 30
+    while not (head.remote("sleep.pid") or "").endswith("\n") and time.monotonic() < deadline:
+        time.sleep(0.02)
+    os.kill(head.agent.pid, signal.SIGKILL)
+    out, err = proc.communicate(timeout=30)
+    assert (proc.returncode, out, err) == (
+        255, b"", b"multinode-ssh-wrapper: the job's agent ended before the call did\n")
+    # Its lifeline was the agent's: the command is stopped too.
+    sleeper = int(head.remote("sleep.pid"))
+    while alive(sleeper) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not alive(sleeper), "sleep 600 outlived the agent"
