@@ -40,7 +40,8 @@ class ActionModule(ActionBase):
         result = super().run(tmp, task_vars)
         _, params = self.validate_argument_spec(argument_spec=NODE_JOB_ARGUMENT_SPEC)
         try:
-            call, stdin = node_job_call(params, params["node"] or task_vars["inventory_hostname"], logs=True)
+            call, stdin = node_job_call(params, params["node"] or task_vars.get("inventory_hostname", ""),
+                                        logs=True)
             answer = call_runtime(self, call, in_data=stdin, runtime=params["runtime"])
         except RuntimeRefused as exc:
             result.update(failed=True, msg=str(exc))

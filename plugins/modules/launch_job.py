@@ -146,6 +146,16 @@ ranks:
   returned: when the job's supervisor ran
   type: list
   elements: dict
+unregistered:
+  description:
+    - The worker nodes that handed the logs of their ranks to the head at
+      the job's teardown and unregistered the job there; the head's
+      M(fuzz.multinode.node_job) O(fuzz.multinode.node_job#module:state=absent)
+      brings their logs home, so the C(fuzz.multinode.job) role does not
+      clean them up itself.
+  returned: when the job's supervisor ran
+  type: list
+  elements: str
 log_complete:
   description:
     - Whether O(log_file) holds the whole job log. False when too much was
