@@ -35,8 +35,8 @@ from ansible_collections.fuzz.multinode.plugins.module_utils.node_runtime import
     LAUNCH_JOB_ARGUMENT_SPEC,
     RuntimeRefused,
     control_call,
+    head_call,
     job_result,
-    other_node_call,
     refusal,
 )
 from ansible_collections.fuzz.multinode.plugins.plugin_utils.job_report import LiveLog
@@ -229,13 +229,13 @@ class ActionModule(ActionBase):
         """Ask the supervisor to cancel the job (the runtime's `cancel`; the
         runtime leaves another run's job alone). If it cannot be delivered,
         the supervisor's heartbeat check still cancels the job."""
-        self._on_head(args, CANCEL_WITHIN, other_node_call("cancel", args, reason))
+        self._on_head(args, CANCEL_WITHIN, head_call("cancel", args, reason))
 
     def _unregister(self, args, grace):
         """No play cleans up after an interrupted one: remove the job from
         every node from here (its processes are gone by now; this removes
         its registration, files and rank host names)."""
-        self._on_head(args, int(grace) + 30, other_node_call("cleanup", args, "--everywhere"))
+        self._on_head(args, int(grace) + 30, head_call("cleanup", args, "--everywhere"))
 
     def _on_head(self, args, within, call):
         """Run a runtime subcommand on the head as root, best effort and

@@ -144,8 +144,8 @@ def control_call(subcommand: str, params: Mapping[str, Any], wait: float, log_of
             + ["--wait", str(wait), "--log-offset", str(log_offset)])
 
 
-def other_node_call(subcommand: str, params: Mapping[str, Any], *arguments: str) -> List[str]:
-    """launch_job's `cancel` (with the reason) or `cleanup --everywhere` of the job."""
+def head_call(subcommand: str, params: Mapping[str, Any], *arguments: str) -> List[str]:
+    """launch_job's `cancel` (with the reason) or `cleanup --everywhere`, on the head."""
     return [subcommand, params["job"]] + _run_options(params) + list(arguments)
 
 

@@ -9,9 +9,9 @@ import pytest
 from ansible_collections.fuzz.multinode.plugins.module_utils.node_runtime import (
     RuntimeRefused,
     control_call,
+    head_call,
     job_result,
     node_job_call,
-    other_node_call,
     refusal,
     registered,
     run_here,
@@ -132,8 +132,8 @@ def test_start_and_status_name_the_run_the_wait_and_the_log_offset():
 
 def test_cancel_and_cleanup_everywhere_name_the_run():
     params = dict(job="hello", run="r1")
-    assert other_node_call("cancel", params, "why") == ["cancel", "hello", "--run", "r1", "why"]
-    assert other_node_call("cleanup", params, "--everywhere") == ["cleanup", "hello", "--run", "r1", "--everywhere"]
+    assert head_call("cancel", params, "why") == ["cancel", "hello", "--run", "r1", "why"]
+    assert head_call("cleanup", params, "--everywhere") == ["cleanup", "hello", "--run", "r1", "--everywhere"]
 
 
 def test_a_refused_job_fails_with_every_nodes_reason():
