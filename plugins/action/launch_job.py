@@ -31,8 +31,16 @@ from ansible.errors import AnsibleConnectionFailure
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-from ansible_collections.fuzz.multinode.plugins.plugin_utils.job_report import PROGRESS_EVERY, LiveLog
-from ansible_collections.fuzz.multinode.plugins.plugin_utils.node_runtime_call import RuntimeRefused, call_runtime
+from ansible_collections.fuzz.multinode.plugins.module_utils.node_runtime import (
+    LAUNCH_JOB_ARGUMENT_SPEC,
+    RuntimeRefused,
+    control_call,
+    head_call,
+    job_result,
+    refusal,
+)
+from ansible_collections.fuzz.multinode.plugins.plugin_utils.job_report import LiveLog
+from ansible_collections.fuzz.multinode.plugins.plugin_utils.node_runtime_call import call_runtime
 
 display = Display()
 
@@ -81,27 +89,25 @@ class ActionModule(ActionBase):
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
-        args = dict(self._task.args)
-        for internal in ("_mode", "log_offset"):
-            args.pop(internal, None)
-        # Options of this plugin only; the module on the head does not need them.
-        log_file = args.pop("log_file", None)
-        progress_every = float(args.pop("progress_every", PROGRESS_EVERY))
-        poll = float(args.get("poll", 1))
+        _, args = self.validate_argument_spec(argument_spec=LAUNCH_JOB_ARGUMENT_SPEC)
+        if args["refused"]:
+            # Its nodes refused the job: it never starts, and has no log.
+            result.update(refusal(args["job"], args["refused"]))
+            return result
+        log_file = args["log_file"]
+        poll = args["poll"]
         playbook_pid = os.getppid()
         # Shown from this worker process, Display goes through Ansible's
         # queue to the ansible-playbook process, which prints it at once.
-        log = LiveLog(args["job"], log_file, display.display, progress_every)
+        log = LiveLog(args["job"], log_file, display.display, args["progress_every"])
         try:
-            started = self._request(args, log, "start", "--controller-timeout",
-                                    int(args.get("controller_timeout") or 0), wait=poll)
+            started = self._request(args, log, "start", wait=poll)
         except (RuntimeRefused, AnsibleConnectionFailure) as exc:
             log.close()
             result.update(failed=True, msg=str(exc))
             return result
-        grace = float(started.pop("kill_grace", 10))
-        for detail in ("started", "pid"):
-            started.pop(detail, None)
+        grace = float(started.get("kill_grace", 10))
+        started = job_result(started)
         # How long polls may fail (the head unreachable for a while, a
         # connection that broke) before the job is given up from here: as
         # long as the supervisor waits for a poll before it cancels the job.
@@ -164,14 +170,13 @@ class ActionModule(ActionBase):
         return dict(failed=True, finished=True, status="CANCELED",
                     msg="job %s canceled: the playbook was interrupted (%s)" % (args["job"], name))
 
-    def _request(self, args, log, subcommand, *options, wait=0.0):
+    def _request(self, args, log, subcommand, wait=0.0):
         """The runtime's `start` or `status` on the head: the job's status,
-        its result once it has ended; the piece of the job log it brings
-        goes to `log`. Raises RuntimeRefused, AnsibleConnectionFailure."""
-        run = ("--run", args["run"]) if args.get("run") else ()
-        answer = call_runtime(self, subcommand, args["job"], *run, *options, "--wait", wait,
-                              "--log-offset", log.offset, runtime=args.get("runtime"))
-        data, size = answer.pop("log_data", None), answer.pop("log_size", None)
+        its result once it has ended, with the details of its start; the
+        piece of the job log it brings goes to `log`. Raises
+        RuntimeRefused, AnsibleConnectionFailure."""
+        answer = call_runtime(self, control_call(subcommand, args, wait, log.offset), runtime=args["runtime"])
+        data, size = answer.get("log_data"), answer.get("log_size")
         if data is not None and size is not None:
             log.add(base64.b64decode(data), size)
         return answer
@@ -181,7 +186,7 @@ class ActionModule(ActionBase):
         the head up to `wait` seconds for its end; a poll that failed is a
         result with `failed` (and `unreachable`), not `finished`."""
         try:
-            return self._request(args, log, "status", wait=wait)
+            return job_result(self._request(args, log, "status", wait=wait))
         except RuntimeRefused as exc:
             return {"failed": True, "msg": str(exc)}
         except AnsibleConnectionFailure as exc:
@@ -224,17 +229,15 @@ class ActionModule(ActionBase):
         """Ask the supervisor to cancel the job (the runtime's `cancel`; the
         runtime leaves another run's job alone). If it cannot be delivered,
         the supervisor's heartbeat check still cancels the job."""
-        run = ("--run", args["run"]) if args.get("run") else ()
-        self._on_head(args, CANCEL_WITHIN, "cancel", args["job"], *run, reason)
+        self._on_head(args, CANCEL_WITHIN, head_call("cancel", args, reason))
 
     def _unregister(self, args, grace):
         """No play cleans up after an interrupted one: remove the job from
         every node from here (its processes are gone by now; this removes
         its registration, files and rank host names)."""
-        run = ("--run", args["run"]) if args.get("run") else ()
-        self._on_head(args, int(grace) + 30, "cleanup", args["job"], *run, "--everywhere")
+        self._on_head(args, int(grace) + 30, head_call("cleanup", args, "--everywhere"))
 
-    def _on_head(self, args, within, subcommand, *arguments):
+    def _on_head(self, args, within, call):
         """Run a runtime subcommand on the head as root, best effort and
         bounded: this process is killed after `within` seconds (the play is
         ending)."""
@@ -243,7 +246,7 @@ class ActionModule(ActionBase):
         signal.signal(signal.SIGALRM, signal.SIG_DFL)
         signal.alarm(within)
         try:
-            call_runtime(self, subcommand, *arguments, runtime=args.get("runtime"))
+            call_runtime(self, call, runtime=args["runtime"])
         except Exception:  # noqa: BLE001 -- best effort, see above
             pass
         finally:

@@ -2,7 +2,8 @@
 # Apache License 2.0 (see LICENSE)
 """Action plugin of fuzz.multinode.node_job: a job's registration on one
 node, through the node runtime's `prepare` and `cleanup` subcommands, one
-command over the host's connection each (no module is shipped).
+command over the host's connection each (no module is shipped); what it
+asks is module_utils/node_runtime.py's node_job_call, as for the module.
 
 state=present registers the job with its spec and, in the same command,
 the values of its secrets (stdin only: never in a result). A node that
@@ -18,13 +19,17 @@ stream all of it)."""
 from __future__ import annotations
 
 import base64
-import json
 import os
 
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.fuzz.multinode.plugins.module_utils.node_runtime import NODE_JOB_ARGUMENT_SPEC
-from ansible_collections.fuzz.multinode.plugins.plugin_utils.node_runtime_call import RuntimeRefused, call_runtime
+from ansible_collections.fuzz.multinode.plugins.module_utils.node_runtime import (
+    NODE_JOB_ARGUMENT_SPEC,
+    RuntimeRefused,
+    node_job_call,
+    registered,
+)
+from ansible_collections.fuzz.multinode.plugins.plugin_utils.node_runtime_call import call_runtime
 
 
 class ActionModule(ActionBase):
@@ -35,34 +40,19 @@ class ActionModule(ActionBase):
         result = super().run(tmp, task_vars)
         _, params = self.validate_argument_spec(argument_spec=NODE_JOB_ARGUMENT_SPEC)
         try:
-            if params["state"] == "present":
-                result.update(self._register(params, params["node"] or task_vars["inventory_hostname"]))
-            else:
-                result.update(self._unregister(params))
+            call, stdin = node_job_call(params, params["node"] or task_vars.get("inventory_hostname", ""),
+                                        logs=True)
+            answer = call_runtime(self, call, in_data=stdin, runtime=params["runtime"])
         except RuntimeRefused as exc:
             result.update(failed=True, msg=str(exc))
             if params["state"] == "present":
                 result["refused"] = str(exc)
+            return result
+        result.update(registered(answer) if params["state"] == "present" else self._bring_home(params, answer))
         return result
 
-    def _register(self, params, node):
-        spec = params["spec"]
-        if not spec or spec.get("job") != params["job"]:
-            raise RuntimeRefused("spec: the job spec of job %s is required with state=present" % params["job"])
-        if params["run"] is not None and spec.get("run") != params["run"]:
-            raise RuntimeRefused("spec: the spec is of run %s, not of run %s" % (spec.get("run"), params["run"]))
-        if params["secrets"] is not None:
-            answer = call_runtime(self, "prepare", "--node", node, "--secrets", runtime=params["runtime"],
-                                  in_data=json.dumps({"spec": spec, "secrets": params["secrets"]}).encode())
-        else:
-            answer = call_runtime(self, "prepare", "--node", node, in_data=json.dumps(spec).encode(),
-                                  runtime=params["runtime"])
-        return dict(changed=True, job=answer.get("job"), node=answer.get("node"), run=answer.get("run"))
-
-    def _unregister(self, params):
-        run = ("--run", params["run"]) if params["run"] else ()
-        flags = ["--logs"] + (["--job-log"] if params["job_log"] else [])
-        answer = call_runtime(self, "cleanup", params["job"], *run, *flags, runtime=params["runtime"])
+    def _bring_home(self, params, answer):
+        """The cleanup answer, with the logs it names written to the controller."""
         written = {}
         for entry in answer.pop("logs", []):
             if not params["logs"]:

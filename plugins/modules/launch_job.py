@@ -71,15 +71,15 @@ options:
         every this many seconds. V(0) never.
     type: float
     default: 30
-  log_offset:
+  refused:
     description:
-      - Internal - the byte offset of the job log the controller has shown.
-    type: int
-  _mode:
-    description: Internal (V(start) or V(status)).
-    type: str
-    choices: [start, status]
-    default: start
+      - The reasons the job's nodes refused it (the C(refused) results of
+        M(fuzz.multinode.node_job)). When there is any, the job is not
+        started and the task returns its result, V(FAILED) with these
+        reasons as its RV(message); it does not fail.
+    type: list
+    elements: str
+    default: []
 attributes:
   action:
     support: full
@@ -103,7 +103,7 @@ EXAMPLES = r"""
 RETURN = r"""
 finished:
   description: Whether the job has ended (always true once the task returns).
-  returned: always
+  returned: unless the job's nodes refused it (O(refused))
   type: bool
   sample: true
 status:
@@ -113,7 +113,7 @@ status:
   sample: FINISHED
 rc:
   description: Exit status of the failed rank (rank 0's on success), if known.
-  returned: always
+  returned: unless the job's nodes refused it (O(refused))
   type: int
   sample: 0
 failed_rank:
@@ -128,12 +128,12 @@ message:
   sample: rank 1 (hello-1 on node-2) exited with status 3
 log:
   description: Path of the job log on the head.
-  returned: always
+  returned: unless the job's nodes refused it (O(refused))
   type: str
   sample: /var/log/fuzz-multinode/hello/job.log
 duration:
   description: Seconds from start to end of the job.
-  returned: always
+  returned: unless the job's nodes refused it (O(refused))
   type: float
 ranks:
   description:
@@ -146,61 +146,54 @@ ranks:
   returned: when the job's supervisor ran
   type: list
   elements: dict
+unregistered:
+  description:
+    - The worker nodes that handed the logs of their ranks to the head at
+      the job's teardown and unregistered the job there; the head's
+      M(fuzz.multinode.node_job) O(fuzz.multinode.node_job#module:state=absent)
+      brings their logs home, so the C(fuzz.multinode.job) role does not
+      clean them up itself.
+  returned: when the job's supervisor ran
+  type: list
+  elements: str
 log_complete:
   description:
     - Whether O(log_file) holds the whole job log. False when too much was
       left to stream at the end (the C(fuzz.multinode.job) role then
       fetches the file).
-  returned: when O(log_file) is set
+  returned: when O(log_file) is set and the job started
   type: bool
 """
 
-import json
-import subprocess
-
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.fuzz.multinode.plugins.module_utils.node_runtime import RUNTIME_PATH, runtime_argv
-
-
-def request(module, subcommand, *options):
-    """The runtime's answer to `start` or `status` for the job (without
-    the action plugin, the module waits on the head for the job's end)."""
-    params = module.params
-    run = ("--run", params["run"]) if params["run"] else ()
-    argv = runtime_argv(subcommand, params["job"], *run, *options, "--wait", params["poll"],
-                        "--log-offset", params["log_offset"] or 0, runtime=params["runtime"] or RUNTIME_PATH)
-    done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        message = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "exit %d" % done.returncode
-        module.fail_json(msg=message.replace("multinode-runtime: ", "", 1), finished=True, status="FAILED")
-    answer = json.loads(done.stdout)
-    for detail in ("log_data", "log_size", "started", "pid", "kill_grace"):
-        answer.pop(detail, None)
-    return answer
+from ansible_collections.fuzz.multinode.plugins.module_utils.node_runtime import (
+    LAUNCH_JOB_ARGUMENT_SPEC,
+    RuntimeRefused,
+    control_call,
+    job_result,
+    refusal,
+    run_here,
+)
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            job=dict(type="str", required=True),
-            run=dict(type="str"),
-            runtime=dict(type="path"),
-            controller_timeout=dict(type="int", default=60),
-            poll=dict(type="float", default=1),
-            log_file=dict(type="path"),
-            progress_every=dict(type="float", default=30),
-            log_offset=dict(type="int"),
-            _mode=dict(type="str", choices=["start", "status"], default="start"),
-        ),
-        supports_check_mode=False,
-    )
-    if module.params["_mode"] == "start":
-        answer = request(module, "start", "--controller-timeout", module.params["controller_timeout"])
-    else:
-        answer = request(module, "status")
-    while not answer.get("finished"):
-        answer = request(module, "status")
+    """Without the action plugin: start the job and wait on the head for
+    its end (the runtime's `start`, then `status` until it has ended)."""
+    module = AnsibleModule(argument_spec=LAUNCH_JOB_ARGUMENT_SPEC, supports_check_mode=False)
+    params = module.params
+    if params["refused"]:
+        module.exit_json(**refusal(params["job"], params["refused"]))
+    subcommand = "start"
+    try:
+        while True:
+            answer = job_result(run_here(control_call(subcommand, params, params["poll"], 0),
+                                         runtime=params["runtime"]))
+            if answer.get("finished"):
+                break
+            subcommand = "status"
+    except RuntimeRefused as exc:
+        module.fail_json(msg=str(exc), finished=True, status="FAILED")
     if answer.get("failed"):
         module.fail_json(**answer)
     module.exit_json(**answer)

@@ -97,41 +97,31 @@ logs:
   type: dict
 """
 
-import json
 import socket
-import subprocess
 
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.fuzz.multinode.plugins.module_utils.node_runtime import (
     NODE_JOB_ARGUMENT_SPEC,
-    RUNTIME_PATH,
-    runtime_argv,
+    RuntimeRefused,
+    node_job_call,
+    registered,
+    run_here,
 )
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=NODE_JOB_ARGUMENT_SPEC,
-        supports_check_mode=False,
-    )
+    """Without the action plugin, on the node itself: the same subcommand,
+    whose answer's logs stay on the node (O(logs) and O(job_log) are the
+    action plugin's)."""
+    module = AnsibleModule(argument_spec=NODE_JOB_ARGUMENT_SPEC, supports_check_mode=False)
     params = module.params
-    runtime = params["runtime"] or RUNTIME_PATH
-    if params["state"] == "present":
-        data = {"spec": params["spec"], "secrets": params["secrets"]} if params["secrets"] is not None \
-            else params["spec"]
-        flags = ["--secrets"] if params["secrets"] is not None else []
-        argv = runtime_argv("prepare", "--node", params["node"] or socket.gethostname(), *flags, runtime=runtime)
-    else:
-        run = ["--run", params["run"]] if params["run"] else []
-        argv, data = runtime_argv("cleanup", params["job"], *run, runtime=runtime), None
-    done = subprocess.run(argv, input=None if data is None else json.dumps(data), capture_output=True,
-                          text=True, check=False)
-    if done.returncode != 0:
-        message = (done.stderr.strip().splitlines() or ["exit %d" % done.returncode])[-1]
-        message = message.replace("multinode-runtime: ", "", 1)
-        module.fail_json(msg=message, **({"refused": message} if params["state"] == "present" else {}))
-    module.exit_json(**json.loads(done.stdout))
+    try:
+        call, stdin = node_job_call(params, params["node"] or socket.gethostname(), logs=False)
+        answer = run_here(call, stdin, runtime=params["runtime"])
+    except RuntimeRefused as exc:
+        module.fail_json(msg=str(exc), **({"refused": str(exc)} if params["state"] == "present" else {}))
+    module.exit_json(**(registered(answer) if params["state"] == "present" else answer))
 
 
 if __name__ == "__main__":

@@ -119,3 +119,45 @@ def test_show_says_what_the_node_holds_of_a_job(node, capsys):
 def test_the_log_naming_rule_is_the_registrys():
     spec = JobSpec.from_dict({"job": "j", "ranks": [{"rank": 0}, {"rank": 1, "task_id": 7}]})
     assert [registry.log_name(rank) for rank in spec.ranks] == ["rank-0.log", "task-7.log"]
+
+
+def test_a_worker_whose_logs_fit_hands_them_over_and_unregisters_at_teardown(node):
+    """The head's cleanup request at the job's teardown (hand_over): the
+    worker's rank logs come in its answer and the job is unregistered there,
+    so the play need not clean it up."""
+    from multinode_runtime.spec import load_spec
+    from multinode_runtime.teardown import stop_on_request
+    write_log("rank-0.log", b"zero\n")
+    write_log("rank-2.log", b"two\n")
+    answer = stop_on_request(load_spec("ja"), "node-1", unregister=False, hand_over=True)
+    assert answer["records"] == []
+    assert {entry["name"]: base64.b64decode(entry["data"]) for entry in answer["logs"]} == {
+        "rank-0.log": b"zero\n", "rank-2.log": b"two\n"}
+    assert not os.path.exists(registry.job_dir("ja"))
+    assert not registry.has_hosts_block("ja")
+
+
+def test_a_worker_whose_logs_do_not_fit_keeps_the_job_for_the_plays_cleanup(node, monkeypatch):
+    from multinode_runtime.spec import load_spec
+    from multinode_runtime.teardown import stop_on_request
+    monkeypatch.setattr(control, "LOGS_INLINE", 10)
+    write_log("rank-2.log", b"two is longer than ten\n")
+    answer = stop_on_request(load_spec("ja"), "node-1", unregister=False, hand_over=True)
+    assert answer == {"records": [], "logs": None}
+    assert os.path.isdir(registry.job_dir("ja"))
+    # Without hand_over (an interrupted play's cleanup everywhere): records only.
+    assert stop_on_request(load_spec("ja"), "node-1", unregister=True) == []
+    assert not os.path.exists(registry.job_dir("ja"))
+
+
+def test_the_heads_cleanup_brings_the_logs_the_workers_handed_over(node, capsys):
+    from multinode_runtime.teardown import keep_handed_logs
+    write_log("rank-0.log", b"zero\n")
+    handed = {"node-2": [{"rank": 1, "name": "rank-1.log", "size": 4, "path": "/elsewhere/rank-1.log",
+                          "data": base64.b64encode(b"one\n").decode()}]}
+    keep_handed_logs("ja", handed)
+    code, answer, _ = run_cli(capsys, "cleanup", "ja", "--run", RUN, "--logs")
+    assert code == 0
+    assert {entry["name"]: base64.b64decode(entry["data"]) for entry in answer["logs"]} == {
+        "rank-0.log": b"zero\n", "rank-1.log": b"one\n"}
+    assert not os.path.exists(registry.job_dir("ja"))

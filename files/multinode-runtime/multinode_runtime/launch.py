@@ -60,8 +60,9 @@ def serve_launch(original):
         if request.get("hold"):
             return hold(spec, node, out)
         if request.get("cleanup"):
-            records = stop_on_request(spec, bool(request.get("unregister")))
-            send_frame(out, FRAME_STDOUT, json.dumps(records).encode())
+            answer = stop_on_request(spec, node, bool(request.get("unregister")),
+                                     hand_over=bool(request.get("hand_over")))
+            send_frame(out, FRAME_STDOUT, json.dumps(answer).encode())
             send_frame(out, FRAME_EXIT, b"0")
             return 0
     except RuntimeFailure as exc:

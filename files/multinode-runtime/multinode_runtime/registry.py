@@ -47,6 +47,9 @@ HEARTBEAT_FILE = "heartbeat"      # touched by every poll of the controller
 CANCEL_FILE = "cancel"            # the controller's cancel request
 SUPERVISOR_PID_FILE = "supervisor.pid"  # the head supervisor, started by `start`
 SUPERVISOR_OUT_FILE = "supervisor.out"  # what it printed (said when it ends without a result)
+# The head: the logs the worker nodes handed over at the job's teardown,
+# for the play's cleanup here to bring home (teardown.py).
+HANDED_LOGS_FILE = "worker-logs.json"
 
 # Entries of a job's log directory: the job log (rank 0's output and the
 # runtime's messages, on the head) and one log per rank or task (log_name).

@@ -3,9 +3,12 @@ it placed there (its registration, files, cgroups, secrets, host names).
 
 The head's supervisor stops the job where it runs when rank 0 ends and asks
 every worker node to do the same (a cleanup request over a fresh
-connection); the play's `cleanup JOB` then removes the registration on
-every node. An interrupted playbook, which no play cleans up after, runs
-`cleanup JOB --everywhere` on the head instead.
+connection). A worker whose rank logs fit in its answer hands them over
+and unregisters the job there and then; the head keeps those logs for the
+play's `cleanup JOB --logs` there, which brings them home with its own, so
+the play cleans up only the head and the workers that did not (their logs
+too large, or no answer). An interrupted playbook, which no play cleans up
+after, runs `cleanup JOB --everywhere` on the head instead.
 """
 
 import json
@@ -58,43 +61,59 @@ def cleanup(job, everywhere, run=None, logs=False, job_log=False):
             pass  # not registered here (any more): only the hosts block to clear
         if spec is not None and everywhere:  # (local mode: no other node)
             clean_nodes(spec, user, spec.nodes_except(node), unregister=True)
+        handed = read_handed_logs(job) if logs else []
         killed = cleanup_job(job, grace, user)
     answer = {"changed": killed > 0, "job": job, "killed": killed}
     if logs and spec is not None:
         from .control import node_logs
         answer.update(node_logs(job, spec, node, job_log))
+        answer["logs"] += handed
     return answer
 
 
-def stop_on_request(spec, unregister):
+def stop_on_request(spec, node, unregister, hand_over=False):
     """A cleanup request from the head on a worker: stop what is left of the
-    job here; returns the node's call records, for the job's summary."""
+    job here; returns the node's call records, for the job's summary. With
+    `hand_over` (the job's teardown), {"records", "logs"}: when the logs of
+    the job's ranks here all fit in the answer (control.node_logs), they
+    are in it and the job is unregistered here (the play need not come);
+    else "logs" is None and the play's cleanup brings them."""
     user = job_user(spec)
     kill_job_processes(recorded_namespaces(spec.job), spec.kill_grace, user)
     forget_secrets(spec.job)
     records = read_call_records(spec.job)
     touch_claim(spec.job)  # the job is over; its play cleans up next
+    logs = None
+    if hand_over:
+        from .control import node_logs
+        entries = node_logs(spec.job, spec, node, False)["logs"]
+        if all("data" in entry for entry in entries):
+            logs, unregister = entries, True
     if unregister:
         # Nothing is left to kill: the rest of the registration.
         with claims_locked():
             cleanup_job(spec.job, spec.kill_grace, user)
-    return records
+    return {"records": records, "logs": logs} if hand_over else records
 
 
-def clean_nodes(spec, user, nodes, unregister):
+def clean_nodes(spec, user, nodes, unregister, hand_over=False):
     """Send the cleanup request to `nodes` ({node: a rank on it}) in
     parallel, over fresh ssh connections as the job user (the multiplexed
     ones are gone by now): each node stops what is left of the job there,
     and with `unregister` also removes the job's registration (cleanup_job).
-    Returns the call records the nodes answer with."""
+    Returns the call records the nodes answer with, and with `hand_over`
+    {node: its rank logs} of the nodes that handed their logs over and
+    unregistered the job (stop_on_request)."""
     request = {"job": spec.job, "run": spec.run, "cleanup": True, "unregister": unregister}
-    calls = [spawn_as(user, transport_for(spec, rank).command(request, fresh=True),
-                 rank_environment(spec, spec.head, user), "/",
-                 subprocess.DEVNULL, subprocess.PIPE, subprocess.DEVNULL)
-             for node, rank in nodes.items()]
-    records = []
+    if hand_over:
+        request["hand_over"] = True
+    calls = {node: spawn_as(user, transport_for(spec, rank).command(request, fresh=True),
+                            rank_environment(spec, spec.head, user), "/",
+                            subprocess.DEVNULL, subprocess.PIPE, subprocess.DEVNULL)
+             for node, rank in nodes.items()}
+    records, handed = [], {}
     deadline = time.monotonic() + spec.kill_grace + CLEANUP_ANSWER_WITHIN
-    for call in calls:
+    for node, call in calls.items():
         try:
             answer, _ = call.communicate(timeout=max(0.1, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
@@ -104,7 +123,29 @@ def clean_nodes(spec, user, nodes, unregister):
         for kind, payload in FrameReader().feed(answer):
             if kind == FRAME_STDOUT:
                 try:
-                    records += json.loads(payload)
+                    said = json.loads(payload)
                 except ValueError:
-                    pass
-    return records
+                    continue
+                if isinstance(said, dict):
+                    records += said.get("records") or []
+                    if said.get("logs") is not None:
+                        handed[node] = said["logs"]
+                else:
+                    records += said
+    return (records, handed) if hand_over else records
+
+
+def keep_handed_logs(job, handed):
+    """On the head: the logs the workers handed over ({node: entries}), for
+    the play's cleanup (read_handed_logs). Root's only: logs may hold
+    anything the job printed."""
+    entries = [entry for node in sorted(handed) for entry in handed[node]]
+    registry.write_file(registry.job_path(job, registry.HANDED_LOGS_FILE), json.dumps(entries), 0o600)
+
+
+def read_handed_logs(job):
+    try:
+        with open(registry.job_path(job, registry.HANDED_LOGS_FILE)) as handle:
+            return json.load(handle)
+    except (FileNotFoundError, ValueError):
+        return []

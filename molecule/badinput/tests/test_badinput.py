@@ -40,6 +40,8 @@ import pytest
 import yaml
 
 sys.path.insert(0, os.path.join(os.environ["MOLECULE_PROJECT_DIRECTORY"], "molecule", "shared"))
+import node_runtime  # noqa: E402  (what the nodes' runtime holds of a job, and its paths)
+
 import fuzz_playbook as user_playbook  # noqa: E402  (run-job.yml as a user runs it)
 
 PROJECT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
@@ -49,7 +51,7 @@ MARKER = "fmn-badinput-pwned"  # every hostile value would create /tmp/<MARKER>-
 
 # -- the nodes' state ---------------------------------------------------------
 
-STATE_PATHS = ["/run/fuzz-multinode", "/var/log/fuzz-multinode", "/etc/fuzz-multinode",
+STATE_PATHS = [node_runtime.registry.STATE_DIR, node_runtime.registry.LOG_DIR, "/etc/fuzz-multinode",
                "/opt/fuzz-multinode", "/multinode", "/home", "/root", "/etc/ssh", "/tmp"]
 SNAPSHOT = r"""
 for path in %s; do
@@ -400,8 +402,9 @@ def test_refused_on_prepared_nodes_without_writing_anything(tmp_path, hostile, f
 
 def test_nothing_of_the_jobs_is_left_on_the_nodes(hostile):
     out = on_nodes("ps -e -o user=,pid=,stat=,args= | awk '$1 == \"fuzz\"'; "
-                   "grep -c 'fuzz.multinode job' /etc/hosts; ls /run/fuzz-multinode/jobs")
+                   "grep -c 'fuzz.multinode job' /etc/hosts")
     assert out == {node: "0\n" for node in NODES}
+    assert {node: node_runtime.show(node)["jobs"] for node in NODES} == {node: [] for node in NODES}
 
 
 def test_no_marker_file_exists_anywhere():

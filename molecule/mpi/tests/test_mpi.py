@@ -29,6 +29,8 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, os.path.join(os.environ["MOLECULE_PROJECT_DIRECTORY"], "molecule", "shared"))
+import node_runtime  # noqa: E402  (what the nodes' runtime holds of a job)
+
 import fuzz_playbook as user_playbook  # noqa: E402  (run-job.yml as a user runs it)
 from mpi_checks import allreduce_results, communicated, hello_ranks  # noqa: E402  (shared with tests/local)
 
@@ -324,8 +326,9 @@ def test_gasnet_is_refused_before_any_node_is_touched(job_run):
     assert "GASNET_SSH_CMD=$MULTINODE_SSH_WRAPPER" in run.output, run
     assert "fmn-mpi-node" not in run.output, run
     for node in NODES:
-        untouched = docker("exec", node, "sh", "-c", "test ! -e /run/fuzz-multinode/jobs/chapel-hello"
-                           " && ! grep -q chapel-hello /etc/hosts")
+        held = node_runtime.show(node, "chapel-hello")
+        assert not held["registered"] and held["run"] is None, (node, held)
+        untouched = docker("exec", node, "sh", "-c", "! grep -q chapel-hello /etc/hosts")
         assert untouched.returncode == 0, (node, untouched)
 
 

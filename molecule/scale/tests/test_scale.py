@@ -31,6 +31,8 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, os.path.join(os.environ["MOLECULE_PROJECT_DIRECTORY"], "molecule", "shared"))
+from node_runtime import registry, show  # noqa: E402  (what a node's runtime holds, and its paths)
+
 import fuzz_playbook as user_playbook  # noqa: E402  (run-job.yml as a user runs it)
 from docker_network import network_address  # noqa: E402  (shared with molecule/busybox and quoting)
 from job_logs import JobLogs  # noqa: E402  (shared with molecule/quoting)
@@ -79,12 +81,12 @@ def node_state(node):
     write by a play or a job changes it."""
     return on_node(node, r"""
         for path in /etc/fuzz-multinode /opt/fuzz-multinode /multinode /root/.ssh \
-                    /home/fuzz /run/fuzz-multinode /var/log/fuzz-multinode /etc/hosts; do
+                    /home/fuzz STATE_DIR LOG_DIR /etc/hosts; do
             [ -e "$path" ] || { echo "absent $path"; continue; }
             find "$path" -printf '%p %y %s %T@\n'
             find "$path" -type f -exec md5sum {} +
         done | LC_ALL=C sort
-        """)
+        """.replace("STATE_DIR", registry.STATE_DIR).replace("LOG_DIR", registry.LOG_DIR))
 
 
 @pytest.fixture(scope="session")
@@ -270,12 +272,18 @@ def wait_for(condition, proc, out_path, what, timeout=420):
 
 
 def subset_started():
-    """The job is registered on the head and all three ranks printed their
-    first line (in the head's job log)."""
-    done = docker("exec", NODES[0], "sh", "-c", "test -d /run/fuzz-multinode/jobs/scale-subset && "
-                  "cat /var/log/fuzz-multinode/scale-subset/job.log")
-    return done.returncode == 0 and all(
-        re.search(r"^rank=%d hostname=" % r, done.stdout, re.M) for r in range(3))
+    """The job is claimed on the head by this run (after its registration
+    emptied the job's logs there) and all three ranks printed their first
+    line (in the head's job log)."""
+    held = show(NODES[0], "scale-subset")
+    return bool(held["run"]) and held["job_log"] is not None and all(
+        re.search(r"^rank=%d hostname=" % r, held["job_log"], re.M) for r in range(3))
+
+
+def registration(node):
+    """The jobs registered on the node, and whether its /etc/hosts lists
+    scale-subset's rank names."""
+    return {"jobs": show(node)["jobs"], "hosts_block": show(node, "scale-subset")["hosts_block"]}
 
 
 @pytest.fixture(scope="module")
@@ -286,8 +294,6 @@ def subset(tmp_path_factory):
     logs = tmp_path_factory.mktemp("scale-subset")
     for node in NODES:
         on_node(node, "rm -f " + RELEASE)
-    for node in SUBSET_NODES:  # the logs of an earlier run stay until the job is registered again
-        on_node(node, "rm -rf /var/log/fuzz-multinode/scale-subset")
     before = {node: node_state(node) for node in UNUSED_NODES}
     argv, env = user_playbook.playbook(FUZZFILES / "subset.yml", logs)
     out_path = logs / "ansible-playbook.out"
@@ -299,8 +305,7 @@ def subset(tmp_path_factory):
         wait_for(subset_started, proc, out_path, "all three ranks of scale-subset ran")
         during = {node: {
             "processes": job_processes(node),
-            "registered": on_node(node, "ls /run/fuzz-multinode/jobs 2>/dev/null; "
-                                        "grep -c 'fuzz.multinode job scale-subset' /etc/hosts || true").split(),
+            "registered": registration(node),
         } for node in NODES}
         for node in SUBSET_NODES:
             on_node(node, "touch " + RELEASE)
@@ -339,9 +344,11 @@ def test_job_with_fewer_nodes_leaves_the_other_hosts_alone(subset):
     connects to them, and nothing the collection keeps there changes."""
     for node in SUBSET_NODES:
         assert subset.during[node]["processes"], (node, subset.during)
-        assert subset.during[node]["registered"] == ["scale-subset", "2"], (node, subset.during)
+        assert subset.during[node]["registered"] == {"jobs": ["scale-subset"], "hosts_block": True}, (
+            node, subset.during)
     for node in UNUSED_NODES:
-        assert subset.during[node] == {"processes": [], "registered": ["0"]}, (node, subset.during)
+        assert subset.during[node] == {"processes": [], "registered": {"jobs": [], "hosts_block": False}}, (
+            node, subset.during)
         assert node not in subset.output, subset
         assert subset.after[node] == subset.before[node], node
 

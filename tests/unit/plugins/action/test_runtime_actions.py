@@ -1,0 +1,103 @@
+"""The action plugins node_job and launch_job on the controller: one
+runtime subcommand per request over the host's connection (here a
+recording stand-in for it), its answer read by runtime_answer, the logs it
+carries written to the controller."""
+
+import base64
+import json
+from unittest import mock
+
+from ansible_collections.fuzz.multinode.plugins.action.launch_job import ActionModule as LaunchJob
+from ansible_collections.fuzz.multinode.plugins.action.node_job import ActionModule as NodeJob
+
+SPEC = {"job": "hello", "run": "r1", "ranks": []}
+
+
+class Host:
+    """Stands in for the host's connection: answers each command in turn
+    as (rc, stdout, stderr) and records it with its stdin."""
+
+    def __init__(self, *answers):
+        self.answers, self.commands = list(answers), []
+        self.fetched = []
+
+    def execute(self, command, sudoable=True, in_data=None):
+        self.commands.append((command, in_data))
+        rc, stdout, stderr = self.answers.pop(0)
+        return {"rc": rc, "stdout": stdout, "stderr": stderr}
+
+
+def action(cls, args, host):
+    task = mock.MagicMock(args=args, async_val=0, check_mode=False)
+    connection = mock.MagicMock()
+    connection._shell.tmpdir = "/tmp/none"
+    connection.fetch_file.side_effect = lambda src, dest: host.fetched.append((src, dest))
+    plugin = cls(task, connection, mock.MagicMock(), mock.MagicMock(), mock.MagicMock())
+    plugin._low_level_execute_command = host.execute
+    return plugin
+
+
+def answer(**fields):
+    return 0, "some banner\n" + json.dumps(fields) + "\n", ""
+
+
+def test_node_job_registers_under_the_inventory_name_with_the_spec_on_stdin():
+    host = Host(answer(job="hello", node="node-1", run="r1"))
+    result = action(NodeJob, dict(job="hello", run="r1", spec=SPEC), host).run(
+        task_vars={"inventory_hostname": "node-1"})
+    (command, stdin), = host.commands
+    assert command.endswith(" prepare --node node-1")
+    assert json.loads(stdin) == SPEC
+    assert result == dict(changed=True, job="hello", node="node-1", run="r1")
+
+
+def test_node_job_returns_the_nodes_refusal_without_failing_the_others():
+    host = Host((1, "", "multinode-runtime: node-2: cwd /work does not exist\n"))
+    result = action(NodeJob, dict(job="hello", spec=SPEC), host).run(task_vars={"inventory_hostname": "node-2"})
+    assert result["failed"] and result["refused"] == result["msg"] == "node-2: cwd /work does not exist"
+
+
+def test_node_job_writes_the_logs_the_cleanup_answer_carries_and_fetches_the_rest(tmp_path):
+    logs = [{"rank": 1, "name": "rank-1.log", "size": 3, "path": "/var/log/x/rank-1.log",
+             "data": base64.b64encode(b"hi\n").decode()},
+            {"rank": 2, "name": "rank-2.log", "size": 1 << 30, "path": "/var/log/x/rank-2.log"}]
+    host = Host(answer(changed=True, job="hello", killed=0, logs=logs,
+                       job_log={"path": "/var/log/x/job.log", "size": 9}))
+    result = action(NodeJob, dict(job="hello", run="r1", state="absent", logs=str(tmp_path / "hello"),
+                                  job_log=str(tmp_path / "hello.log")), host).run(task_vars={})
+    (command, stdin), = host.commands
+    assert command.endswith(" cleanup hello --run r1 --logs --job-log") and stdin is None
+    assert (tmp_path / "hello" / "rank-1.log").read_bytes() == b"hi\n"
+    assert host.fetched == [("/var/log/x/rank-2.log", str(tmp_path / "hello" / "rank-2.log")),
+                            ("/var/log/x/job.log", str(tmp_path / "hello.log"))]
+    assert result["logs"] == {"1": str(tmp_path / "hello" / "rank-1.log"),
+                              "2": str(tmp_path / "hello" / "rank-2.log")}
+
+
+def test_launch_job_reports_a_refused_job_without_touching_the_head_or_the_log(tmp_path):
+    host = Host()
+    result = action(LaunchJob, dict(job="hello", run="r1", log_file=str(tmp_path / "hello.log"),
+                                    refused=["node-2: no such file in", "node-3: no cpus"]), host).run(task_vars={})
+    assert host.commands == []
+    assert not (tmp_path / "hello.log").exists()
+    assert result == dict(job="hello", status="FAILED", message="node-2: no such file in; node-3: no cpus",
+                          changed=False)
+
+
+def test_launch_job_streams_the_log_a_short_jobs_start_brings_and_returns_its_result(tmp_path, capsys):
+    host = Host(answer(finished=True, changed=True, status="FINISHED", rc=0, message="job hello finished",
+                       log_data=base64.b64encode(b"hello\n").decode(), log_size=6,
+                       started=True, pid=7, kill_grace=10))
+    result = action(LaunchJob, dict(job="hello", run="r1", log_file=str(tmp_path / "hello.log")), host).run(
+        task_vars={})
+    (command, _), = host.commands
+    assert " start hello --run r1 --controller-timeout 60 --wait 1.0 --log-offset 0" in command
+    assert (tmp_path / "hello.log").read_bytes() == b"hello\n"
+    assert result["status"] == "FINISHED" and result["log_complete"] is True
+    assert not {"log_data", "log_size", "pid", "started", "kill_grace"} & set(result)
+
+
+def test_launch_job_fails_with_the_heads_refusal(tmp_path):
+    host = Host((1, "", "multinode-runtime: job hello on this node belongs to run r0, not to run r1\n"))
+    result = action(LaunchJob, dict(job="hello", run="r1"), host).run(task_vars={})
+    assert result["failed"] and result["msg"] == "job hello on this node belongs to run r0, not to run r1"
