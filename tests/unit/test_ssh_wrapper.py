@@ -167,8 +167,15 @@ class Head:
             return handle.read()
 
     def leftovers(self):
-        """What the agent directory holds besides its request FIFO."""
-        return sorted(set(os.listdir(self.agent.directory)) - {registry.AGENT_REQUESTS})
+        """What the agent directory holds besides its request FIFO, once the
+        agent has seen the client end (it removes a client's files when the
+        client's pidfd says so, a moment after the client's exit)."""
+        deadline = time.monotonic() + 5
+        while True:
+            left = sorted(set(os.listdir(self.agent.directory)) - {registry.AGENT_REQUESTS})
+            if not left or time.monotonic() > deadline:
+                return left
+            time.sleep(0.01)
 
 
 @pytest.fixture
