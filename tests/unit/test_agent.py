@@ -54,16 +54,19 @@ def serve_for_test(request):
 
 
 @pytest.fixture
-def channel_pipes():
+def channel_pipes(request):
     """A node's end of a channel (serve_channel over ForkedCalls), in a
-    child; yields (the head's write end, the head's read end)."""
+    child; yields (the head's write end, the head's read end). Its launcher
+    stand-in is serve_for_test unless a test parametrizes the fixture
+    (indirect) with another."""
+    serve = getattr(request, "param", serve_for_test)
     into_r, into_w = os.pipe()
     out_r, out_w = os.pipe()
     pid = os.fork()
     if pid == 0:
         os.close(into_w)
         os.close(out_r)
-        channel.serve_channel(channel.ForkedCalls(serve_for_test), into_r, out_w)
+        channel.serve_channel(channel.ForkedCalls(serve), into_r, out_w)
         os._exit(0)
     os.close(into_r)
     os.close(out_w)
@@ -447,17 +450,9 @@ def serve_output_for_test(request):
     return 0
 
 
-def test_output_frames_cross_the_nodes_end_of_a_channel_whole(tmp_path):
-    into_r, into_w = os.pipe()
-    out_r, out_w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(into_w)
-        os.close(out_r)
-        channel.serve_channel(channel.ForkedCalls(serve_output_for_test), into_r, out_w)
-        os._exit(0)
-    os.close(into_r)
-    os.close(out_w)
+@pytest.mark.parametrize("channel_pipes", [serve_output_for_test], indirect=True)
+def test_output_frames_cross_the_nodes_end_of_a_channel_whole(channel_pipes):
+    into_w, out_r = channel_pipes
     channel.send_tagged(into_w, 1, channel.CALL, json.dumps({"command": "3"}).encode())
     channel.send_tagged(into_w, 2, channel.CALL, json.dumps({"command": "2"}).encode())
     got = {1: b"", 2: b""}
@@ -475,6 +470,3 @@ def test_output_frames_cross_the_nodes_end_of_a_channel_whole(tmp_path):
                 ended.add(call_id)
     line = b"y" * 99 + b"\n"
     assert got == {1: line * 10486 * 3, 2: line * 10486 * 2}
-    os.close(into_w)
-    os.waitpid(pid, 0)
-    os.close(out_r)
