@@ -18,7 +18,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
@@ -27,10 +26,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 sys.path.insert(0, os.path.join(os.environ["MOLECULE_PROJECT_DIRECTORY"], "molecule", "shared"))
+from held_job import held_run  # noqa: E402  (the held job, quoting-held)
+
 import fuzz_playbook as user_playbook  # noqa: E402  (run-job.yml as a user runs it)
 
-PROJECT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
-HELD = PROJECT / "tests" / "fuzzfiles" / "quoting" / "held.yml"
 NODES = ["fmn-quoting-node-1", "fmn-quoting-node-2", "fmn-quoting-node-3"]
 HEAD = NODES[0]
 RANKS = ["0", "1", "2"]
@@ -66,26 +65,8 @@ def docker_exec(*argv, **kwargs):
 @pytest.fixture(scope="module")
 def held_job(tmp_path_factory):
     """A running 3-node job, and the pid of its rank 0 script on the head."""
-    for node in NODES:
-        docker_exec(node, "rm", "-f", "/tmp/quoting-held.pid", "/tmp/quoting-held.stop")
-    logs = tmp_path_factory.mktemp("held-logs")
-    argv, env = user_playbook.playbook(HELD, logs)
-    playbook = subprocess.Popen(argv, cwd=PROJECT, env=env, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True)
-    pid = None
-    deadline = time.monotonic() + 120
-    while pid is None and time.monotonic() < deadline and playbook.poll() is None:
-        found = docker_exec(HEAD, "cat", "/tmp/quoting-held.pid")
-        pid = found.stdout.decode().strip() or None
-        time.sleep(0.5)
-    try:
-        assert pid, "quoting-held did not start:\n" + (playbook.stdout.read() if playbook.poll() is not None else "")
+    with held_run(NODES, tmp_path_factory.mktemp("held-logs")) as pid:
         yield pid
-    finally:
-        docker_exec(HEAD, "touch", "/tmp/quoting-held.stop")
-        output, _ = playbook.communicate(timeout=120)
-        assert playbook.returncode == 0, output
-        assert (logs / "quoting-held.log").read_text().endswith("released\n")
 
 
 @settings(max_examples=40, deadline=None, database=None,

@@ -19,19 +19,15 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, os.path.join(os.environ["MOLECULE_PROJECT_DIRECTORY"], "molecule", "shared"))
 import node_runtime  # noqa: E402  (puts the collection on sys.path)
-
-import fuzz_playbook as user_playbook  # noqa: E402  (run-job.yml as a user runs it)
+from held_job import held_run  # noqa: E402  (the held job, quoting-held)
 
 RUNTIME_PATH = node_runtime.runtime_argv("wrapper")[2]  # the runtime's path on the nodes
 
-PROJECT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
-HELD = PROJECT / "tests" / "fuzzfiles" / "quoting" / "held.yml"
 NODES = ["fmn-quoting-node-1", "fmn-quoting-node-2", "fmn-quoting-node-3"]
 HEAD = NODES[0]
 RANK_NAMES = ["quoting-held-0", "quoting-held-1", "quoting-held-2"]
@@ -128,22 +124,11 @@ def kill_and_wait_until_gone(client, node, sleeper):
 def held_job(tmp_path_factory):
     """The running held job, and the pid of its rank 0 script on the head."""
     for node in NODES:
-        docker_exec(node, "sh", "-c", "rm -f /tmp/quoting-held.pid /tmp/quoting-held.stop /tmp/paths-*")
-    logs = tmp_path_factory.mktemp("paths-logs")
-    argv, env = user_playbook.playbook(HELD, logs)
-    playbook = subprocess.Popen(argv, cwd=PROJECT, env=env, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True)
-    pid = wait_for(HEAD, "/tmp/quoting-held.pid", timeout=120)
-    try:
-        assert pid, "quoting-held did not start:\n" + (playbook.stdout.read() if playbook.poll() is not None else "")
+        docker_exec(node, "sh", "-c", "rm -f /tmp/paths-*")
+    with held_run(NODES, tmp_path_factory.mktemp("paths-logs")) as pid:
         yield pid
-    finally:
-        docker_exec(HEAD, "touch", "/tmp/quoting-held.stop")
-        output, _ = playbook.communicate(timeout=120)
-        assert playbook.returncode == 0, output
-        assert (logs / "quoting-held.log").read_text().endswith("released\n")
-        for node in NODES:
-            docker_exec(node, "sh", "-c", "rm -f /tmp/paths-*")
+    for node in NODES:
+        docker_exec(node, "sh", "-c", "rm -f /tmp/paths-*")
 
 
 @pytest.fixture(scope="module")
