@@ -146,13 +146,15 @@ ranks:
   returned: when the job's supervisor ran
   type: list
   elements: dict
-unregistered:
+torn_down:
   description:
-    - The worker nodes that handed the logs of their ranks to the head at
-      the job's teardown and unregistered the job there; the head's
+    - The worker nodes on which the job's teardown left nothing of the job,
+      so that M(fuzz.multinode.node_job)
+      O(fuzz.multinode.node_job#module:state=absent) has nothing to do there
+      (the C(fuzz.multinode.job) role skips them). They handed the logs of
+      their ranks to the head, whose
       M(fuzz.multinode.node_job) O(fuzz.multinode.node_job#module:state=absent)
-      brings their logs home, so the C(fuzz.multinode.job) role does not
-      clean them up itself.
+      brings them home.
   returned: when the job's supervisor ran
   type: list
   elements: str

@@ -59,7 +59,7 @@ class Supervisor:
         self.agent = None  # the job's wrapper calls from this node (agent.py)
         self.rank0_call = None  # rank 0's own run, as a call record
         self.remote_calls = []  # the call records of the workers' nodes
-        self.unregistered = []  # worker nodes that handed their logs over at teardown
+        self.torn_down = []  # worker nodes the teardown left nothing on (clean_workers)
         self.teardown_at = None  # when the job's teardown began
 
     def run(self):
@@ -115,7 +115,7 @@ class Supervisor:
                 os.close(log_fd)
             touch_claim(self.job)  # the job is over; its play cleans up next
         result["duration"] = round(time.time() - started, 3)
-        result["unregistered"] = self.unregistered
+        result["torn_down"] = self.torn_down
         return result
 
     def lost_call(self):
@@ -175,8 +175,9 @@ class Supervisor:
         """Ask every worker node to stop what is left of the job there; each
         answers with the call records made there (remote_calls) and, when
         they fit, hands over its rank logs and unregisters the job there
-        (kept here for the play's cleanup; the result lists those nodes as
-        `unregistered`, which the play need not clean up)."""
+        (kept here for the play's cleanup). The result lists the nodes left
+        with nothing of the job as `torn_down`: the play's cleanup has
+        nothing to do there. That is decided here alone."""
         # A node that was lost is skipped: a fresh connection would only time out.
         nodes = {node: rank for node, rank in self.remote_nodes().items()
                  if node not in self.lost_nodes}
@@ -185,7 +186,7 @@ class Supervisor:
         records, handed = clean_nodes(self.spec, self.user, nodes, unregister=False, hand_over=True)
         self.remote_calls += records
         keep_handed_logs(self.job, handed)
-        self.unregistered = sorted(handed)
+        self.torn_down = sorted(handed)
 
     def controller_gone(self):
         """True when the controller stopped polling the job (the play was
