@@ -2,7 +2,8 @@
 # Apache License 2.0 (see LICENSE)
 """Action plugin of fuzz.multinode.node_state: in one command over the
 host's connection (no module shipped, no facts gathered), whether the node
-is prepared already and the address it reaches the others by."""
+is prepared already, what preparing it needs to know (the SSH tools it
+lacks, whether systemd runs) and the address it reaches the others by."""
 
 from __future__ import annotations
 
@@ -18,15 +19,20 @@ ARGUMENT_SPEC = dict(
 
 STAMP = "/etc/fuzz-multinode/prepared"  # written by the node role's prepare.yml
 
+SSH_TOOLS = ("/usr/sbin/sshd", "/usr/bin/ssh", "/usr/bin/ssh-keygen")  # what preparing needs
+
 # The stamp (the fingerprint, then the nodes whose host keys are pinned),
 # each line after "stamp "; whether sshd runs (local mode has none); the
-# address: the source address of the route to a public address, as
-# Ansible's default IPv4 fact has it (no packet is sent).
+# SSH tools missing; whether systemd runs; the address: the source address
+# of the route to a public address, as Ansible's default IPv4 fact has it
+# (no packet is sent).
 CHECK = r"""
 sed 's/^/stamp /' %(stamp)s 2>/dev/null
 if test %(local)s = yes ||
    test "$(cat "/proc/$(cat /run/sshd.pid 2>/dev/null)/comm" 2>/dev/null)" = sshd
 then echo sshd; else echo no-sshd; fi
+for tool in %(tools)s; do test -e "$tool" || echo "missing $tool"; done
+test ! -d /run/systemd/system || echo systemd
 python3 -I -c '
 import socket
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -53,7 +59,8 @@ class ActionModule(ActionBase):
         result = super().run(tmp, task_vars)
         _, params = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
         # Stripped: Ansible appends " && sleep 0" to the command.
-        command = CHECK.strip() % {"stamp": STAMP, "local": "yes" if params["local"] else "no"}
+        command = CHECK.strip() % {"stamp": STAMP, "local": "yes" if params["local"] else "no",
+                                   "tools": " ".join(SSH_TOOLS)}
         done = self._low_level_execute_command(command, sudoable=True)
         lines = done.get("stdout", "").splitlines()
         sshd = [line for line in lines if line in ("sshd", "no-sshd")]
@@ -64,5 +71,7 @@ class ActionModule(ActionBase):
         address = next((line.split()[1:] for line in lines if line.split()[:1] == ["address"]), [])
         result.update(changed=False,
                       prepared=sshd[0] == "sshd" and is_prepared(stamp, params["fingerprint"], params["nodes"]),
-                      address=address[0] if address else "", fingerprint=params["fingerprint"], runtime=RUNTIME_PATH)
+                      address=address[0] if address else "", fingerprint=params["fingerprint"], runtime=RUNTIME_PATH,
+                      missing=[line.split(" ", 1)[1] for line in lines if line.startswith("missing ")],
+                      systemd="systemd" in lines)
         return result

@@ -63,6 +63,15 @@ address:
   description: The node's default IPv4 address, empty when it has no default route.
   returned: always
   type: str
+missing:
+  description: Which of the OpenSSH programs the node role needs the node lacks.
+  returned: success
+  type: list
+  elements: str
+systemd:
+  description: Whether systemd runs on the node (the node role then starts sshd through it).
+  returned: success
+  type: bool
 fingerprint:
   description: The fingerprint checked.
   returned: always

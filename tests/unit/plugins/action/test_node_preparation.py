@@ -159,3 +159,11 @@ def test_the_state_names_the_runtime_and_an_address(tmp_path, monkeypatch):
     result = state(tmp_path, monkeypatch, "f1\na\nb\n")
     assert result["runtime"] == node_state.RUNTIME_PATH
     assert isinstance(result["address"], str)
+
+
+def test_the_state_names_the_ssh_tools_the_node_lacks_and_whether_systemd_runs(tmp_path, monkeypatch):
+    (tmp_path / "ssh").write_text("")
+    monkeypatch.setattr(node_state, "SSH_TOOLS", (str(tmp_path / "ssh"), str(tmp_path / "sshd")))
+    result = state(tmp_path, monkeypatch, "f1\na\nb\n")
+    assert result["missing"] == [str(tmp_path / "sshd")], result
+    assert result["systemd"] is os.path.isdir("/run/systemd/system")
