@@ -12,7 +12,8 @@ short_description: Whether a node is prepared for multinode jobs, and its addres
 version_added: 0.2.0
 description:
   - Says whether the node was prepared by the C(fuzz.multinode.node) role
-    with the same O(fingerprint) and, unless O(local), its sshd runs; and
+    with the same O(fingerprint) for all of O(nodes) and, unless O(local),
+    its sshd runs; and
     the node's default IPv4 address (the source address of its route to a
     public address, as Ansible's C(ansible_default_ipv4) fact has it), so
     that no facts need to be gathered.
@@ -24,6 +25,14 @@ options:
     description: The fingerprint of what node preparation would install.
     type: str
     required: true
+  nodes:
+    description:
+      - The nodes of the play. The node counts as prepared only when the
+        host keys pinned there include every one of them (a node prepared
+        for more nodes serves a job on fewer).
+    type: list
+    elements: str
+    default: []
   local:
     description: Local mode, where no sshd runs.
     type: bool
@@ -54,6 +63,15 @@ address:
   description: The node's default IPv4 address, empty when it has no default route.
   returned: always
   type: str
+missing:
+  description: Which of the OpenSSH programs the node role needs the node lacks.
+  returned: success
+  type: list
+  elements: str
+systemd:
+  description: Whether systemd runs on the node (the node role then starts sshd through it).
+  returned: success
+  type: bool
 fingerprint:
   description: The fingerprint checked.
   returned: always
@@ -69,6 +87,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 def main():
     module = AnsibleModule(argument_spec=dict(fingerprint=dict(type="str", required=True),
+                                              nodes=dict(type="list", elements="str", default=[]),
                                               local=dict(type="bool", default=False)),
                            supports_check_mode=True)
     module.fail_json(msg="fuzz.multinode.node_state runs as an action plugin only")

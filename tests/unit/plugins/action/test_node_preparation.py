@@ -1,0 +1,169 @@
+"""The node role's action plugins node_programs and node_state, their node
+side run for real on this machine (python3, sh; as root, as on a node)
+with the node's paths pointed into a temporary directory."""
+
+import os
+import subprocess
+from unittest import mock
+
+import pytest
+from ansible.errors import AnsibleError
+
+from ansible_collections.fuzz.multinode.plugins.action import node_programs, node_state
+
+
+def run_here(command, sudoable=True, in_data=None):
+    """The host's connection: this machine."""
+    done = subprocess.run(["/bin/sh", "-c", command], input=in_data, capture_output=True)
+    return {"rc": done.returncode, "stdout": done.stdout.decode(), "stderr": done.stderr.decode()}
+
+
+def action(cls, args, check_mode=False):
+    task = mock.MagicMock(args=args, async_val=0, check_mode=check_mode)
+    connection = mock.MagicMock()
+    connection._shell.tmpdir = "/tmp/none"
+    plugin = cls(task, connection, mock.MagicMock(), mock.MagicMock(), mock.MagicMock())
+    plugin._low_level_execute_command = run_here
+    return plugin
+
+
+# -- node_programs --------------------------------------------------------------
+
+@pytest.fixture
+def node(tmp_path, monkeypatch):
+    """A runtime package on the controller, programs beside it, and the
+    node's runtime path under tmp_path/node."""
+    source = tmp_path / "controller" / "multinode-runtime"
+    (source / "pkg" / "__pycache__").mkdir(parents=True)
+    (source / "__main__.py").write_text("from pkg import main\n")
+    (source / "pkg" / "__init__.py").write_text("")
+    (source / "pkg" / "main.py").write_text("VALUE = 1\n")
+    (source / "pkg" / "__pycache__" / "main.cpython-311.pyc").write_bytes(b"controller bytecode")
+    (tmp_path / "controller" / "wrapper").write_text("#!/bin/sh\necho wrapper\n")
+    runtime = tmp_path / "node" / "opt" / "multinode-runtime"
+    monkeypatch.setattr(node_programs, "RUNTIME_PATH", str(runtime))
+    args = dict(runtime_source=str(source),
+                programs=[dict(src=str(tmp_path / "controller" / "wrapper"),
+                               dest=str(tmp_path / "node" / "multinode" / "ssh-wrapper"))])
+    return source, runtime, tmp_path / "node" / "multinode" / "ssh-wrapper", args
+
+
+def install(args, check_mode=False):
+    return action(node_programs.ActionModule, args, check_mode).run(task_vars={})
+
+
+def mode(path):
+    return os.stat(path).st_mode & 0o7777
+
+
+def test_installs_the_runtime_and_programs_owned_by_root_and_compiles_the_runtime(node):
+    source, runtime, wrapper, args = node
+    result = install(args)
+    assert result["changed"] and not result.get("failed"), result
+    assert sorted(result["installed"]) == sorted([
+        str(runtime / "__main__.py"), str(runtime / "pkg" / "__init__.py"), str(runtime / "pkg" / "main.py"),
+        str(wrapper)])
+    assert (runtime / "pkg" / "main.py").read_text() == "VALUE = 1\n"
+    assert mode(runtime / "pkg" / "main.py") == 0o644 and mode(wrapper) == 0o755
+    assert mode(runtime / "pkg") == 0o755
+    assert all(os.stat(path).st_uid == 0 for path in (runtime / "pkg" / "main.py", wrapper))
+    # The node's own bytecode, not the controller's.
+    compiled = list((runtime / "pkg" / "__pycache__").glob("main.*.pyc"))
+    assert compiled and compiled[0].read_bytes() != b"controller bytecode"
+    assert subprocess.run(["python3", "-I", str(runtime)], capture_output=True).returncode == 0
+
+
+def test_a_second_install_changes_nothing(node):
+    _, runtime, _, args = node
+    install(args)
+    before = {path: os.stat(path).st_ino for path in runtime.rglob("*")}
+    result = install(args)
+    assert not result["changed"] and result["installed"] == [] and result["removed"] == [], result
+    assert {path: os.stat(path).st_ino for path in runtime.rglob("*")} == before
+
+
+def test_replaces_what_differs_and_removes_what_an_older_install_left(node):
+    source, runtime, wrapper, args = node
+    install(args)
+    (source / "pkg" / "main.py").write_text("VALUE = 2\n")
+    os.chmod(wrapper, 0o777)
+    (runtime / "pkg" / "gone.py").write_text("")
+    (runtime / "pkg" / "__pycache__" / "gone.cpython-311.pyc").write_bytes(b"")
+    (runtime.parent / "multinode-runtime.py").write_text("# the single-file runtime of old\n")
+    result = install(args)
+    assert sorted(result["installed"]) == sorted([str(runtime / "pkg" / "main.py"), str(wrapper)]), result
+    assert sorted(result["removed"]) == sorted([
+        str(runtime / "pkg" / "gone.py"), str(runtime / "pkg" / "__pycache__" / "gone.cpython-311.pyc"),
+        str(runtime.parent / "multinode-runtime.py")]), result
+    assert (runtime / "pkg" / "main.py").read_text() == "VALUE = 2\n" and mode(wrapper) == 0o755
+    assert not (runtime / "pkg" / "gone.py").exists() and not (runtime.parent / "multinode-runtime.py").exists()
+    # Bytecode of the files still shipped stays.
+    assert list((runtime / "pkg" / "__pycache__").glob("main.*.pyc"))
+
+
+def test_check_mode_says_what_would_change_and_writes_nothing(node):
+    _, runtime, wrapper, args = node
+    result = install(args, check_mode=True)
+    assert result["changed"] and str(wrapper) in result["installed"], result
+    assert not runtime.exists() and not wrapper.exists()
+
+
+def test_a_program_missing_on_the_controller_is_named(node):
+    _, _, _, args = node
+    args["programs"].append(dict(src="/nonexistent/helper", dest="/tmp/never"))
+    with pytest.raises(AnsibleError, match="/nonexistent/helper"):
+        install(args)
+
+
+def test_a_node_that_cannot_install_says_why(node, monkeypatch):
+    _, _, _, args = node
+    monkeypatch.setattr(node_programs, "RUNTIME_PATH", "/proc/not-writable/runtime")
+    result = install(args)
+    assert result["failed"] and "cannot install the node programs" in result["msg"], result
+    assert "/proc/not-writable" in result["msg"], result
+
+
+# -- node_state -----------------------------------------------------------------
+
+def state(tmp_path, monkeypatch, stamp, fingerprint="f1", nodes=("a", "b")):
+    path = tmp_path / "prepared"
+    if stamp is not None:
+        path.write_text(stamp)
+    monkeypatch.setattr(node_state, "STAMP", str(path))
+    return action(node_state.ActionModule, dict(fingerprint=fingerprint, nodes=list(nodes), local=True)).run(
+        task_vars={})
+
+
+def test_a_node_prepared_for_these_nodes_or_more_is_prepared(tmp_path, monkeypatch):
+    assert state(tmp_path, monkeypatch, "f1\na\nb\n")["prepared"]
+    assert state(tmp_path, monkeypatch, "f1\na\nb\nc\n")["prepared"]
+
+
+def test_a_node_prepared_for_fewer_nodes_another_fingerprint_or_never_is_not(tmp_path, monkeypatch):
+    assert not state(tmp_path, monkeypatch, "f1\na\n")["prepared"]
+    assert not state(tmp_path, monkeypatch, "f0\na\nb\n")["prepared"]
+    assert not state(tmp_path, monkeypatch, None)["prepared"]
+    assert not state(tmp_path, monkeypatch, "")["prepared"]
+
+
+def test_a_node_whose_sshd_does_not_run_is_not_prepared(tmp_path, monkeypatch):
+    (tmp_path / "prepared").write_text("f1\na\n")
+    monkeypatch.setattr(node_state, "STAMP", str(tmp_path / "prepared"))
+    # This machine runs no sshd with its pid in /run/sshd.pid as this test sees it.
+    monkeypatch.setattr(node_state, "CHECK", node_state.CHECK.replace("/run/sshd.pid", str(tmp_path / "sshd.pid")))
+    result = action(node_state.ActionModule, dict(fingerprint="f1", nodes=["a"], local=False)).run(task_vars={})
+    assert result["prepared"] is False and not result.get("failed"), result
+
+
+def test_the_state_names_the_runtime_and_an_address(tmp_path, monkeypatch):
+    result = state(tmp_path, monkeypatch, "f1\na\nb\n")
+    assert result["runtime"] == node_state.RUNTIME_PATH
+    assert isinstance(result["address"], str)
+
+
+def test_the_state_names_the_ssh_tools_the_node_lacks_and_whether_systemd_runs(tmp_path, monkeypatch):
+    (tmp_path / "ssh").write_text("")
+    monkeypatch.setattr(node_state, "SSH_TOOLS", (str(tmp_path / "ssh"), str(tmp_path / "sshd")))
+    result = state(tmp_path, monkeypatch, "f1\na\nb\n")
+    assert result["missing"] == [str(tmp_path / "sshd")], result
+    assert result["systemd"] is os.path.isdir("/run/systemd/system")
