@@ -136,11 +136,11 @@ def node_logs(job, spec, node, with_job_log):
 
 def show(job=None):
     """What this node holds of the job (`show JOB`): the run holding it,
-    whether it is registered (and its claim's lease), whether its secret values are kept here and
-    its host names listed in /etc/hosts, whether it has a log directory
-    here, and its logs (text, undecodable bytes replaced): the job log
-    (None: none here) and the others by file name. Without a job: the jobs
-    registered here."""
+    whether it is registered (and its claim's lease), whether its secret
+    values are kept here and its host names listed in /etc/hosts, whether
+    it has a log directory here, and its logs (text, undecodable bytes
+    replaced): the job log (None: none here) and the others by file name.
+    Without a job: the jobs registered here."""
     if job is None:
         return {"jobs": sorted(registry.registered_jobs())}
     directory = os.path.dirname(registry.job_log_path(job))
