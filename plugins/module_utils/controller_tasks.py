@@ -27,7 +27,11 @@ from ansible_collections.fuzz.multinode.plugins.module_utils.fuzzfile import (
     read_fuzzfile_text,
     select_run,
 )
-from ansible_collections.fuzz.multinode.plugins.module_utils.job_spec import plan_job, plan_task_array
+from ansible_collections.fuzz.multinode.plugins.module_utils.job_spec import (
+    CLAIM_LEASE,
+    plan_job,
+    plan_task_array,
+)
 
 __all__ = [
     "FUZZFILE_ARGUMENT_SPEC",
@@ -59,6 +63,7 @@ RANK_PLAN_ARGUMENT_SPEC: Dict[str, Any] = dict(
     user=dict(type="str", default="fuzz"),
     wrapper_path=dict(type="str", default="/multinode/ssh-wrapper"),
     kill_grace=dict(type="int", default=10),
+    claim_lease=dict(type="int", default=CLAIM_LEASE),
     files=dict(type="dict"),
     secret_names=dict(SECRET_NAMES_OPTION),
     local=dict(type="bool", default=False),
@@ -110,6 +115,7 @@ def plan_ranks(params: Mapping[str, Any]) -> Tuple[Dict[str, Any], List[str]]:
         user=params["user"],
         wrapper_path=params["wrapper_path"],
         kill_grace=params["kill_grace"],
+        claim_lease=params.get("claim_lease", CLAIM_LEASE),
         files=params["files"],
         secret_names=params["secret_names"],
         local=params["local"],

@@ -8,7 +8,7 @@ resources and the launcher.
 
 Pure Python (standard library only); it does not import Ansible.
 
-``plan_job(job, nodes, user=..., wrapper_path=..., kill_grace=...)`` renders
+``plan_job(job, nodes, user=..., wrapper_path=..., kill_grace=..., claim_lease=...)`` renders
 the job spec of docs/design.md ("The job spec"): one document that every node
 of the job receives.
 
@@ -99,6 +99,7 @@ __all__ = [
     "plan_task_array",
 ]
 
+CLAIM_LEASE = 120  # the role's fuzz_multinode_claim_lease; the runtime's spec.CLAIM_LEASE
 _EXPAND_RE = re.compile(r"\$(?:([A-Za-z_][A-Za-z0-9_]*)|\{([A-Za-z_][A-Za-z0-9_]*)\})")
 _USER_RE = re.compile(r"[a-z_][a-z0-9_-]{0,31}\Z")
 _WRAPPER_RE = re.compile(r"/[A-Za-z0-9._+/-]*\Z")
@@ -272,6 +273,7 @@ def plan_job(
     user: str,
     wrapper_path: str,
     kill_grace: int,
+    claim_lease: int = CLAIM_LEASE,
     files: Optional[Mapping[str, Any]] = None,
     secret_names: Optional[Iterable[Any]] = None,
     local: bool = False,
@@ -296,6 +298,7 @@ def plan_job(
         user=user,
         wrapper_path=wrapper_path,
         kill_grace=kill_grace,
+        claim_lease=claim_lease,
         files=files,
         local=local,
         run=run,
@@ -309,6 +312,7 @@ def _render(
     user: str,
     wrapper_path: str,
     kill_grace: int,
+    claim_lease: int = CLAIM_LEASE,
     files: Optional[Mapping[str, Any]] = None,
     local: bool = False,
     run: str = "",
@@ -324,6 +328,11 @@ def _render(
         )
     if isinstance(kill_grace, bool) or not isinstance(kill_grace, int) or kill_grace < 0:
         raise FuzzfileError("kill_grace: must be an integer >= 0, got %r" % (kill_grace,))
+    if isinstance(claim_lease, bool) or not isinstance(claim_lease, int) or claim_lease < 1:
+        raise FuzzfileError(
+            "claim_lease (fuzz_multinode_claim_lease): must be a positive integer of seconds, "
+            "got %r" % (claim_lease,)
+        )
     if local:
         nodes = _local_nodes(job, nodes, job.nodes)
     checked = _check_nodes(job, nodes, shared=local)
@@ -405,6 +414,9 @@ def _render(
         "secret_args": secret_args,
         "files": planned_files,
         "kill_grace": kill_grace,
+        # Seconds a node keeps this run's claim with nothing of the run alive
+        # (the node runtime's claims.py).
+        "claim_lease": claim_lease,
         "timeout": job.timeout_seconds,  # policy.timeout.execute; None: none
         "resources": plan_resources(job),
         "implementation": job.implementation,

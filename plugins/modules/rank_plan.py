@@ -112,6 +112,15 @@ options:
     description: Seconds between SIGTERM and SIGKILL when a job's processes are stopped.
     type: int
     default: 10
+  claim_lease:
+    description:
+      - >-
+        Seconds a node keeps this run's claim on the job while nothing of the run is alive
+        there (between the job's registration and its start, and between its end and its
+        cleanup); after that another run of the job may take it over. A positive integer.
+        Put in the spec as RV(spec.claim_lease).
+    type: int
+    default: 120
   files:
     description:
       - The workflow's top-level C(files), name to contents, as returned in
@@ -271,6 +280,11 @@ spec:
       type: int
       returned: success
       sample: 10
+    claim_lease:
+      description: Seconds the nodes keep this run's claim with nothing of the run alive.
+      type: int
+      returned: success
+      sample: 120
     implementation:
       description: >-
         The job's C(multinode.implementation) (V(generic), V(openmpi), V(ompi) or V(mpich)),

@@ -93,6 +93,7 @@ def test_spec_of_the_command_example():
         "secret_args": [],
         "files": [],
         "kill_grace": 10,
+        "claim_lease": 120,
         "timeout": None,
         "resources": {"cores": 2, "affinity": "NUMA", "memory_bytes": 1000000000},  # the example: 2 cores, 1GB
         "implementation": "generic",
@@ -304,6 +305,11 @@ def test_args_with_spaces_stay_single():
 def test_cwd_user_kill_grace():
     spec = plan(make_job(), user="alice", kill_grace=0)
     assert (spec["cwd"], spec["user"], spec["kill_grace"]) == ("/", "alice", 0)
+
+
+def test_claim_lease_is_120_seconds_unless_given():
+    assert plan(make_job())["claim_lease"] == 120
+    assert plan(make_job(), claim_lease=15)["claim_lease"] == 15
     assert plan(make_job(cwd="/work"))["cwd"] == "/work"
 
 
@@ -385,6 +391,9 @@ def test_bad_nodes(node_list, message):
     assert str(info.value) == message
 
 
+LEASE_COMPLAINT = "claim_lease (fuzz_multinode_claim_lease): must be a positive integer of seconds, got "
+
+
 @pytest.mark.parametrize(
     "kwargs, message",
     [
@@ -404,6 +413,11 @@ def test_bad_nodes(node_list, message):
         (dict(kill_grace=-1), "kill_grace: must be an integer >= 0, got -1"),
         (dict(kill_grace=True), "kill_grace: must be an integer >= 0, got True"),
         (dict(kill_grace="10"), "kill_grace: must be an integer >= 0, got '10'"),
+        (dict(claim_lease=0), LEASE_COMPLAINT + "0"),
+        (dict(claim_lease=-15), LEASE_COMPLAINT + "-15"),
+        (dict(claim_lease=True), LEASE_COMPLAINT + "True"),
+        (dict(claim_lease="15"), LEASE_COMPLAINT + "'15'"),
+        (dict(claim_lease=1.5), LEASE_COMPLAINT + "1.5"),
     ],
 )
 def test_bad_options(kwargs, message):

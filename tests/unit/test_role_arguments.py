@@ -48,6 +48,8 @@ def run_role(tmp_path, role, variables):
         ("job", {}, "missing required arguments: fuzz_multinode_job"),
         ("job", {"fuzz_multinode_job": {"name": "x"}, "fuzz_multinode_kill_grace": "soon"},
          "fuzz_multinode_kill_grace"),
+        ("job", {"fuzz_multinode_job": {"name": "x"}, "fuzz_multinode_claim_lease": "a while"},
+         "fuzz_multinode_claim_lease"),
         ("job", {"fuzz_multinode_job": {"name": "x"}, "fuzz_multinode_rank_hosts": {"node1": 0}},
          "fuzz_multinode_rank_hosts"),
         ("workflow", {"fuzz_multinode_workflow_jobs": "all of them"}, "fuzz_multinode_workflow_jobs"),

@@ -14,7 +14,7 @@ from multinode_runtime import claims, cli, launch, registry, teardown
 from multinode_runtime.errors import RuntimeFailure
 from multinode_runtime.inputs import rank_environment
 from multinode_runtime.prepare import prepare_job
-from multinode_runtime.spec import JobSpec
+from multinode_runtime.spec import CLAIM_LEASE, JobSpec
 from multinode_runtime.supervisor import Supervisor
 
 USER = pwd.getpwuid(os.getuid()).pw_name
@@ -81,7 +81,7 @@ def test_a_claim_is_live_while_a_process_of_the_job_runs_here_however_old(node, 
     """A long job's idle workers: the head's lifeline (a `hold` process in a
     recorded namespace) keeps the claim live."""
     prepare(FIRST)
-    age_claim("ja", claims.LEASE_SECONDS + 3600)
+    age_claim("ja", CLAIM_LEASE + 3600)
     monkeypatch.setattr(claims, "recorded_namespaces", lambda job: {4026531838})
     monkeypatch.setattr(claims, "pids_in_namespaces", lambda namespaces, exclude, user: [12345])
     with pytest.raises(RuntimeFailure, match="is already running on node-2 as run " + FIRST):
@@ -90,11 +90,59 @@ def test_a_claim_is_live_while_a_process_of_the_job_runs_here_however_old(node, 
 
 def test_a_claim_with_nothing_alive_is_stale_after_the_lease_and_is_taken_over(node):
     prepare(FIRST)
-    age_claim("ja", claims.LEASE_SECONDS - 5)
+    age_claim("ja", CLAIM_LEASE - 5)
     with pytest.raises(RuntimeFailure):
         prepare(SECOND)  # still within the lease: the first run may be starting its head
-    age_claim("ja", claims.LEASE_SECONDS + 1)
+    age_claim("ja", CLAIM_LEASE + 1)
     prepare(SECOND)
+    assert claims.held_run("ja") == SECOND
+
+
+def test_a_spec_without_a_claim_lease_has_the_default_and_one_given_is_kept():
+    assert JobSpec.from_dict(spec_data(FIRST)).claim_lease == CLAIM_LEASE == 120
+    assert JobSpec.from_dict(dict(spec_data(FIRST), claim_lease=15)).claim_lease == 15
+
+
+@pytest.mark.parametrize("lease", [0, -15, True, "15", 1.5, [15]])
+def test_a_claim_lease_that_is_not_a_positive_integer_is_refused_naming_it(lease):
+    with pytest.raises(RuntimeFailure) as info:
+        JobSpec.from_dict(dict(spec_data(FIRST), claim_lease=lease))
+    assert str(info.value) == (
+        "malformed job spec (claim_lease, the role variable fuzz_multinode_claim_lease: "
+        "must be a positive integer of seconds, got %r)" % (lease,))
+
+
+def prepare_with_lease(run, lease, node_name="node-1"):
+    data = dict(spec_data(run), claim_lease=lease)
+    return prepare_job(data, JobSpec.from_dict(data), node_name)
+
+
+def test_the_claiming_runs_lease_decides_when_its_claim_is_stale(node):
+    """The lease is written with the claim: a later run with another lease
+    goes by the first run's, shorter or longer than its own."""
+    prepare_with_lease(FIRST, 15)
+    assert claims.claim_lease("ja") == 15
+    age_claim("ja", 10)
+    with pytest.raises(RuntimeFailure, match="is already running on node-1 as run " + FIRST):
+        prepare_with_lease(SECOND, 5)  # past its own lease, not past the first run's
+    age_claim("ja", 16)
+    prepare_with_lease(SECOND, 600)  # within its own lease, past the first run's
+    assert (claims.held_run("ja"), claims.claim_lease("ja")) == (SECOND, 600)
+    age_claim("ja", 599)
+    with pytest.raises(RuntimeFailure, match="as run " + SECOND):
+        prepare_with_lease(FIRST, 15)
+
+
+def test_a_claim_without_a_lease_has_the_default(node):
+    """As an older install wrote it: the run id alone."""
+    prepare_with_lease(FIRST, 15)
+    registry.write_file(registry.job_path("ja", registry.RUN_FILE), FIRST + "\n", 0o644)
+    assert (claims.held_run("ja"), claims.claim_lease("ja")) == (FIRST, CLAIM_LEASE)
+    age_claim("ja", CLAIM_LEASE - 5)
+    with pytest.raises(RuntimeFailure):
+        prepare_with_lease(SECOND, 15)
+    age_claim("ja", CLAIM_LEASE + 1)
+    prepare_with_lease(SECOND, 15)
     assert claims.held_run("ja") == SECOND
 
 
@@ -104,7 +152,7 @@ def test_the_same_run_prepares_again_and_a_registration_without_a_run_is_taken_o
     assert claims.held_run("ja") == FIRST
     os.unlink(registry.job_path("ja", registry.RUN_FILE))  # as an older install left it
     assert claims.held_run("ja") == ""
-    old = time.time() - claims.LEASE_SECONDS - 1
+    old = time.time() - CLAIM_LEASE - 1
     os.utime(registry.job_dir("ja"), (old, old))
     prepare(SECOND)
     assert claims.held_run("ja") == SECOND

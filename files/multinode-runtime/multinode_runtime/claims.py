@@ -14,12 +14,18 @@ run alive on this node:
   the supervisor on the head, every wrapper call's command, and on a worker
   the head supervisor's lifeline, the `hold` session it keeps open for the
   job's whole life, so a long job's idle workers are never taken over), and
-- the claim was not touched for LEASE_SECONDS: claimed by `prepare`, touched
+- the claim was not touched for its lease: claimed by `prepare`, touched
   again when the head's supervisor or a lifeline ends, so a run between its
   prepare and its head's start, or between the job's end and its play's
   cleanup, keeps its job.
 Otherwise a second run is refused before it writes anything, naming the run
 in its way.
+
+The lease is the claiming run's (its spec's `claim_lease`, the role variable
+fuzz_multinode_claim_lease), written with the claim: the gaps it covers are
+that run's, so a later run with a shorter lease cannot cut them short. The
+claim file holds the run id and the lease, a line each; a claim without a
+lease (an older install) has the default, spec.CLAIM_LEASE.
 """
 
 import fcntl
@@ -30,8 +36,8 @@ from contextlib import contextmanager
 from . import registry
 from .errors import RuntimeFailure
 from .processes import pids_in_namespaces, recorded_namespaces
+from .spec import CLAIM_LEASE
 
-LEASE_SECONDS = 120
 CLAIMS_LOCK = "claims.lock"  # in the state directory
 
 
@@ -45,18 +51,35 @@ def claims_locked():
         yield
 
 
+def _claim_lines(job):
+    """The lines of the job's claim file, None when it has none."""
+    try:
+        with open(registry.job_path(job, registry.RUN_FILE)) as handle:
+            return handle.read().splitlines()
+    except FileNotFoundError:
+        return None
+
+
 def held_run(job):
     """The run holding the job here: its id, "" for a registration without
     one (an older install), None when the job is not registered here."""
-    try:
-        with open(registry.job_path(job, registry.RUN_FILE)) as handle:
-            return handle.read().strip()
-    except FileNotFoundError:
+    lines = _claim_lines(job)
+    if lines is None:
         return "" if os.path.isdir(registry.job_dir(job)) else None
+    return lines[0].strip() if lines else ""
 
 
-def write_claim(job, run):
-    registry.write_file(registry.job_path(job, registry.RUN_FILE), run + "\n", 0o644)
+def claim_lease(job):
+    """The lease of the claim here, in seconds: the claiming run's."""
+    try:
+        lease = int((_claim_lines(job) or [])[1])
+    except (IndexError, ValueError):
+        return CLAIM_LEASE
+    return lease if lease > 0 else CLAIM_LEASE
+
+
+def write_claim(job, run, lease):
+    registry.write_file(registry.job_path(job, registry.RUN_FILE), "%s\n%d\n" % (run, lease), 0o644)
 
 
 def touch_claim(job):
@@ -86,7 +109,7 @@ def job_alive(job, user):
 
 def claim_is_live(job, user, now=None):
     age = claim_age(job, now)
-    return (age is not None and age < LEASE_SECONDS) or job_alive(job, user)
+    return (age is not None and age < claim_lease(job)) or job_alive(job, user)
 
 
 def check_free(job, run, node, user):

@@ -14,7 +14,7 @@ import subprocess
 import time
 
 from . import registry
-from .claims import held_run, holds
+from .claims import claim_lease, held_run, holds
 from .errors import RuntimeFailure
 from .spec import load_spec
 
@@ -136,11 +136,11 @@ def node_logs(job, spec, node, with_job_log):
 
 def show(job=None):
     """What this node holds of the job (`show JOB`): the run holding it,
-    whether it is registered, whether its secret values are kept here and
-    its host names listed in /etc/hosts, whether it has a log directory
-    here, and its logs (text, undecodable bytes replaced): the job log
-    (None: none here) and the others by file name. Without a job: the jobs
-    registered here."""
+    whether it is registered (and its claim's lease), whether its secret
+    values are kept here and its host names listed in /etc/hosts, whether
+    it has a log directory here, and its logs (text, undecodable bytes
+    replaced): the job log (None: none here) and the others by file name.
+    Without a job: the jobs registered here."""
     if job is None:
         return {"jobs": sorted(registry.registered_jobs())}
     directory = os.path.dirname(registry.job_log_path(job))
@@ -148,10 +148,12 @@ def show(job=None):
     for name in sorted(os.listdir(directory)) if os.path.isdir(directory) else []:
         with open(os.path.join(directory, name), "rb") as handle:
             logs[name] = handle.read().decode(errors="replace")
+    registered = os.path.isdir(registry.job_dir(job))
     return {"job": job, "run": held_run(job),
             # Anything of its registration: its directory (spec, secrets,
             # pinned namespaces).
-            "registered": os.path.isdir(registry.job_dir(job)),
+            "registered": registered,
+            "claim_lease": claim_lease(job) if registered else None,
             "secrets": os.path.exists(registry.job_path(job, registry.SECRETS_FILE)),
             "hosts_block": registry.has_hosts_block(job),
             "log_dir": os.path.isdir(directory),

@@ -26,7 +26,7 @@ def prepare_job(data, spec, node):
             cleanup_job(spec.job, spec.kill_grace, holder)  # a stale run
         registry.create_job_dir(spec.job, node, json.dumps(data), user,
                                 spec.script if spec.mode == "script" else None)
-        write_claim(spec.job, spec.run)
+        write_claim(spec.job, spec.run, spec.claim_lease)
     registry.write_hosts_block(spec.job, [(r.address, r.name) for r in spec.ranks])
     prepare_inputs(spec, node, user)
     return {"changed": True, "job": spec.job, "node": node, "run": spec.run}

@@ -15,6 +15,7 @@ from . import registry
 from .errors import RuntimeFailure
 
 KILL_GRACE = 10  # seconds between SIGTERM and SIGKILL at a teardown
+CLAIM_LEASE = 120  # seconds a claim with nothing of its run alive stays live (claims.py)
 
 
 @dataclass(frozen=True)
@@ -90,6 +91,7 @@ class JobSpec:
     secret_args: List[SecretArg] = field(default_factory=list)
     files: List[JobFile] = field(default_factory=list)
     kill_grace: float = KILL_GRACE
+    claim_lease: int = CLAIM_LEASE  # fuzz_multinode_claim_lease
     timeout: Optional[float] = None  # policy.timeout.execute, seconds
     resources: Resources = field(default_factory=Resources)
     implementation: str = "generic"
@@ -119,6 +121,7 @@ class JobSpec:
                                for entry in values.get("files", [])]
             if "task_array" in values:
                 values["task_array"] = TaskArray(**values["task_array"])
+            check_claim_lease(values.get("claim_lease", CLAIM_LEASE))
             return cls(**values)
         except (KeyError, TypeError, AttributeError) as exc:
             raise RuntimeFailure("malformed job spec (%s: %s)" % (type(exc).__name__, exc)) from None
@@ -152,6 +155,14 @@ class JobSpec:
             if rank.rank == number:
                 return rank
         return None
+
+
+def check_claim_lease(value):
+    """A claim's lease is a positive whole number of seconds."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise RuntimeFailure("malformed job spec (claim_lease, the role variable "
+                             "fuzz_multinode_claim_lease: must be a positive integer "
+                             "of seconds, got %r)" % (value,))
 
 
 _RANK_FIELDS = {f.name for f in fields(Rank)}

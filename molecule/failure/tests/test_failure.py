@@ -757,14 +757,9 @@ def test_the_same_job_started_twice_at_once_runs_once_and_refuses_the_second(tmp
         end_and_unregister(first, go, NODES)  # whatever failed above
 
 
-def lease_seconds():
-    """claims.LEASE_SECONDS, read from the runtime's source (stdlib only)."""
-    sys.path.insert(0, str(PROJECT / "files" / "multinode-runtime"))
-    try:
-        from multinode_runtime.claims import LEASE_SECONDS
-    finally:
-        sys.path.pop(0)
-    return LEASE_SECONDS
+# Both runs of the lease test set a short claim lease (the default is 120 s):
+# the test waits it out for real, as a user's long job would outlast any.
+SHORT_LEASE = {"fuzz_multinode_claim_lease": 15}
 
 
 def test_a_run_keeps_its_idle_workers_longer_than_the_claim_lease(tmp_path):
@@ -772,22 +767,24 @@ def test_a_run_keeps_its_idle_workers_longer_than_the_claim_lease(tmp_path):
     (only the head supervisor's lifeline is there): a second run started
     after the lease has passed is still refused on every node, and the first
     run's wrapper calls afterwards still reach its workers, so it finishes
-    with its complete log. (About LEASE_SECONDS of wall time: the lease is
-    waited out for real, as a user's long job would.)"""
+    with its complete log. (About the lease of wall time: it is waited out
+    for real.)"""
     go = "/tmp/fmn-lease-go"  # the first run's rank 0 goes on when it is on the head
     docker("exec", HEAD, "rm", "-f", go)
     (tmp_path / "first").mkdir()
-    first = StartedJob("lease.yml", tmp_path / "first")
+    first = StartedJob("lease.yml", tmp_path / "first", extra_vars=SHORT_LEASE)
     try:
         first.wait_until_running([HEAD])  # its first wrapper calls are done
+        assert {node: node_runtime.show(node, "lease")["claim_lease"] for node in NODES} == dict.fromkeys(
+            NODES, SHORT_LEASE["fuzz_multinode_claim_lease"])  # the setting reached every node's claim
         # The claims on the workers were written (prepare) before the head
-        # ran: from now on, LEASE_SECONDS and a margin take them past it.
-        idle_until = time.monotonic() + lease_seconds() + 5
+        # ran: from now on, the lease and a margin take them past it.
+        idle_until = time.monotonic() + SHORT_LEASE["fuzz_multinode_claim_lease"] + 5
         while time.monotonic() < idle_until:
             assert processes_on_all_nodes([WORKER, THIRD]) == {WORKER: [], THIRD: []}  # idle
             assert first.proc.poll() is None, first.output()[-6000:]
             time.sleep(min(10, max(0, idle_until - time.monotonic())))
-        second = run_job("lease.yml", tmp_path / "second")
+        second = run_job("lease.yml", tmp_path / "second", extra_vars=SHORT_LEASE)
         assert first.proc.poll() is None, first.output()[-6000:]  # still running
         docker("exec", HEAD, "touch", go)
         check_refused_and_left_alone(first, second, tmp_path / "second")
