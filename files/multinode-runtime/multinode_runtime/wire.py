@@ -11,8 +11,10 @@ import base64
 import fcntl
 import json
 import os
+import select
 import struct
 import termios
+import threading
 
 from .errors import RuntimeFailure
 
@@ -72,6 +74,63 @@ class LineWriter:
             self.write(tail + b"\n" if self.terminate else tail)
             self.pending = []
             self.pending_size = 0
+
+
+class LineRelay:
+    """A pipe whose writers' bytes reach `fd` as whole lines (LineWriter),
+    relayed by a thread: rank 0's stdout and stderr (one pipe, so their
+    order stays as rank 0 wrote them), into the job log that forwarded
+    worker lines are appended to too (forwarding.py), so neither tears the
+    other's lines. `identity` is the pipe's (st_dev, st_ino): what a process
+    holding it has as its fd 1 or 2 (/proc/<pid>/fd/N)."""
+
+    LINGER_SECONDS = 2  # for a writer left after the job's kill (finish)
+
+    def __init__(self, fd):
+        self.read_fd, self.write_fd = os.pipe()
+        widen_pipe(self.write_fd)
+        info = os.fstat(self.read_fd)
+        self.identity = (info.st_dev, info.st_ino)
+        self.lines = LineWriter(fd)
+        self.stopping = False
+        self.thread = None
+
+    def fds(self):
+        """Both ends, while they are open here (a forked process closes them)."""
+        return [fd for fd in (self.read_fd, self.write_fd) if fd is not None]
+
+    def start(self):
+        """The writers have the write end now: relay until they all closed it."""
+        os.close(self.write_fd)
+        self.write_fd = None
+        self.thread = threading.Thread(target=self._relay, daemon=True)
+        self.thread.start()
+
+    def _relay(self):
+        while True:
+            stopping = self.stopping  # then what the pipe holds now, and no more
+            if not select.select([self.read_fd], [], [], 0 if stopping else 0.2)[0]:
+                if stopping:
+                    break
+                continue
+            data = read_chunk(self.read_fd)
+            if data:
+                self.lines.feed(data)
+            if not data or stopping:
+                break
+        self.lines.flush()
+
+    def finish(self):
+        """After the job's processes were stopped: the rest is written,
+        the unterminated tail too, and the pipe is closed."""
+        if self.thread is not None:
+            self.thread.join(self.LINGER_SECONDS)
+            self.stopping = True
+            self.thread.join()
+            self.thread = None
+        for fd in self.fds():
+            os.close(fd)
+        self.read_fd = self.write_fd = None
 
 
 def write_all(fd, data):
