@@ -12,6 +12,7 @@ import fcntl
 import json
 import os
 import select
+import stat
 import struct
 import termios
 import threading
@@ -34,7 +35,10 @@ class LineWriter:
     the job log, a rank log) followed by a newline, so it stays a line of
     its own instead of being glued to the next line another writer appends;
     elsewhere (a pipe, a file opened without O_APPEND) as it is, the bytes
-    ssh would deliver."""
+    ssh would deliver. Into a pipe (rank 0's, which the supervisor relays;
+    a pipe to mpirun) the lines go in writes of at most PIPE_BUF bytes,
+    cut at line ends: only those a pipe keeps whole beside another
+    writer's (a longer line is one write of its own)."""
 
     MAX_PENDING = 8 << 20  # a line longer than this is written in pieces
 
@@ -42,7 +46,12 @@ class LineWriter:
         """`write(data)` instead of writing to fd at once: the head's agent
         queues what it cannot write yet (agent.Output)."""
         self.fd = fd
-        self.write = write or (lambda data: write_all(fd, data))
+        try:
+            into_pipe = stat.S_ISFIFO(os.fstat(fd).st_mode)
+        except OSError:
+            into_pipe = False
+        self.write = write or ((lambda data: write_lines_to_pipe(fd, data)) if into_pipe
+                               else (lambda data: write_all(fd, data)))
         self.pending = []  # the unterminated line so far, in the pieces it came in
         self.pending_size = 0
         try:
@@ -131,6 +140,22 @@ class LineRelay:
         for fd in self.fds():
             os.close(fd)
         self.read_fd = self.write_fd = None
+
+
+def write_lines_to_pipe(fd, data):
+    """Whole lines into a pipe, each write(2) at most PIPE_BUF bytes of
+    them, or one line longer than that."""
+    data = bytes(data)
+    start = 0
+    while start < len(data):
+        end = start + select.PIPE_BUF
+        if end < len(data):
+            cut = data.rfind(b"\n", start, end)
+            if cut < 0:
+                cut = data.find(b"\n", end)
+            end = len(data) if cut < 0 else cut + 1
+        write_all(fd, memoryview(data)[start:end])
+        start = end
 
 
 def write_all(fd, data):
