@@ -225,7 +225,7 @@ class Supervisor:
         ranks here over them and writes their forwarded lines into the job
         log beside rank 0's (its output's pipe is the job log's stand-in)."""
         self.transports = open_transports(self.spec, self.user, self.connect_nodes())
-        self.rank0_output = LineRelay(log_fd)
+        self.rank0_output = LineRelay(log_fd, self.user)
         self.agent = Agent(self.spec, self.user, self.transports, {self.rank0_output.identity})
         self.agent.start(close=self.rank0_output.fds())
 
@@ -239,7 +239,7 @@ class Supervisor:
         # Rank 0 writes into a pipe, relayed into the job log as whole lines:
         # its own unterminated writes never meet a forwarded line there.
         if self.rank0_output is None:
-            self.rank0_output = LineRelay(log_fd)
+            self.rank0_output = LineRelay(log_fd, self.user)
         out = self.rank0_output.write_fd
         child = spawn_as(self.user, argv, env, job_cwd(self.spec, self.head), subprocess.DEVNULL, out, out)
         self.rank0_output.start()

@@ -95,9 +95,13 @@ class LineRelay:
 
     LINGER_SECONDS = 2  # for a writer left after the job's kill (finish)
 
-    def __init__(self, fd):
+    def __init__(self, fd, owner=None):
+        """`owner`: the pwd entry of the writers' user, who may open the pipe
+        again (/dev/stdout), as a pipe of its own."""
         self.read_fd, self.write_fd = os.pipe()
         widen_pipe(self.write_fd)
+        if owner is not None and os.geteuid() == 0:
+            os.fchown(self.write_fd, owner.pw_uid, owner.pw_gid)
         info = os.fstat(self.read_fd)
         self.identity = (info.st_dev, info.st_ino)
         self.lines = LineWriter(fd)
