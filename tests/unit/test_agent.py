@@ -9,6 +9,7 @@ import os
 import pwd
 import select
 import signal
+import subprocess
 import time
 
 import pytest
@@ -438,6 +439,50 @@ def test_a_forwarded_call_whose_output_is_a_file_not_appended_to_takes_the_slow_
     finally:
         os.kill(pid, signal.SIGKILL)
         os.waitpid(pid, 0)
+
+
+def test_rank_0s_unterminated_writes_and_forwarded_lines_stay_whole_lines_in_the_job_log(head, tmp_path, monkeypatch):
+    """Rank 0 (a real process) writes its stdout into the supervisor's
+    LineRelay: the start of a line, then, after a forwarded call (of a
+    client holding the same pipe, as a wrapper started by rank 0 does) has
+    written its worker's lines, the rest of it and an unterminated tail.
+    The agent writes the forwarded lines into the job log itself, not into
+    the pipe, and the relay writes rank 0's lines whole: no torn line."""
+    the_agent, stand_in, client = head
+    monkeypatch.setattr(registry, "LOG_DIR", str(tmp_path / "log"))
+    log = registry.job_log_path("j")
+    os.makedirs(os.path.dirname(log))
+    log_fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    relay = wire.LineRelay(log_fd)
+    the_agent.job_log_pipes = {relay.identity}
+    go_r, go_w = os.pipe()
+    rank0 = subprocess.Popen(["/bin/sh", "-c", "printf '0 '; read go; printf 'rank 0 line\\n'; printf tail"],
+                             stdin=go_r, stdout=relay.write_fd, stderr=relay.write_fd)
+    os.close(go_r)
+    pid = client_with(lambda: (os.dup2(relay.write_fd, 1), os.dup2(relay.write_fd, 2)))
+    relay.start()
+    try:
+        reply = client(["j-1", "cat", "lines"], pid=pid, forward=True)
+        [(call_id, _)] = stand_in.started
+        deadline = time.monotonic() + 10
+        while not relay.lines.pending and time.monotonic() < deadline:
+            time.sleep(0.01)  # rank 0's "0 " is in the relay
+        assert relay.lines.pending == [b"0 "]
+        the_agent.on_frames([(call_id, wire.FRAME_STDOUT, b"1 worker\n2 wor"),
+                             (call_id, wire.FRAME_STDERR, b"1 on stderr\n"),
+                             (call_id, wire.FRAME_STDOUT, b"ker\n"), (call_id, wire.FRAME_EXIT, b"0")])
+        assert os.read(reply, 100) == b"0 \n"
+        os.close(reply)
+        os.write(go_w, b"\n")
+        assert rank0.wait(timeout=30) == 0
+    finally:
+        os.close(go_w)
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        relay.finish()
+        os.close(log_fd)
+    with open(log, "rb") as handle:
+        assert handle.read().splitlines() == [b"1 worker", b"1 on stderr", b"2 worker", b"0 rank 0 line", b"tail"]
 
 
 def serve_output_for_test(request):

@@ -52,8 +52,10 @@ def head(tmp_path, monkeypatch):
         log = tmp_path / "job.log"
         fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         try:
-            child = Supervisor(JobSpec.from_dict(spec)).start_rank0(fd)
+            supervisor = Supervisor(JobSpec.from_dict(spec))
+            child = supervisor.start_rank0(fd)
             assert child.wait(timeout=30) == 0
+            supervisor.rank0_output.finish()  # rank 0's lines are in the log
         finally:
             os.close(fd)
         lines = log.read_text().splitlines()

@@ -10,7 +10,7 @@ wrapper (a stand-in that records its arguments and exits 42). The agent's
 channel to node n2 is a real channel.ForkedCalls whose launcher stand-in
 runs the command with sh -c (stdout and stderr into files), answers a
 launcher error for "launcher-error", records "record ..." without running
-it, and stops the command when its lifeline ends, as launch.Launch does.
+it, forwards two lines and a tail for "forwarded", and stops the command when its lifeline ends, as launch.Launch does.
 The whole path on real jobs: tests/local/test_local_wrapper_paths.py and
 molecule/quoting/tests/test_wrapper_paths.py.
 """
@@ -21,6 +21,7 @@ import pwd
 import select
 import shutil
 import signal
+import socket
 import subprocess
 import time
 
@@ -48,6 +49,11 @@ def launcher_stand_in(tmp):
         if command == "launcher-error":
             wire.send_frame(1, wire.FRAME_ERROR, b"no such user")
             wire.send_frame(1, wire.FRAME_EXIT, b"255")
+            return 0
+        if command == "forwarded":
+            wire.send_frame(1, wire.FRAME_STDOUT, b"out\nunterminated")
+            wire.send_frame(1, wire.FRAME_STDERR, b"err\n")
+            wire.send_frame(1, wire.FRAME_EXIT, b"0")
             return 0
         if command.startswith("record "):
             with open(os.path.join(tmp, "requests"), "a") as handle:
@@ -138,18 +144,33 @@ class Head:
             os.waitpid(self.agent.pid, 0)
             self.agent.pid = None
 
-    def popen(self, args, forward=False):
+    def popen(self, args, forward=False, stdout=subprocess.PIPE):
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
         if forward:
             env["MULTINODE_WRAPPER_FORWARD_STREAMS"] = "1"
         return subprocess.Popen(self.shell + [self.client] + [os.fsencode(a) for a in args],
-                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                stdin=subprocess.DEVNULL, stdout=stdout, stderr=subprocess.PIPE,
                                 env=env, cwd=self.tmp)
 
-    def call(self, args, forward=False):
-        """(exit status, stdout, stderr) of one client call."""
-        proc = self.popen(args, forward)
-        out, err = proc.communicate(timeout=60)
+    def call(self, args, forward=False, into_socket=False):
+        """(exit status, stdout, stderr) of one client call; its stdout a
+        socket with into_socket."""
+        if not into_socket:
+            proc = self.popen(args, forward)
+            out, err = proc.communicate(timeout=60)
+            return proc.returncode, out.decode(), err.decode()
+        mine, theirs = socket.socketpair()
+        with mine:
+            proc = self.popen(args, forward, stdout=theirs)
+            theirs.close()
+            _, err = proc.communicate(timeout=60)
+            mine.settimeout(60)
+            out = b""
+            while True:
+                data = mine.recv(1 << 16)
+                if not data:
+                    break
+                out += data
         return proc.returncode, out.decode(), err.decode()
 
     def slow_argv(self):
@@ -227,19 +248,34 @@ def test_the_agents_message_goes_to_stderr_with_status_255(head):
     assert head.slow_argv() is None
 
 
-@pytest.mark.parametrize("case", ["no agent yet", "forwarding", "head's own node", "not a rank of the job"])
+def test_a_forwarded_call_is_made_by_the_agent_into_the_clients_outputs(head):
+    """With forwarding on, the agent writes the call's lines into the
+    client's stdout and stderr (pipes here: the tail as it came) before it
+    answers; the Python wrapper never runs."""
+    head.start_agent()
+    assert head.call(["j-1", "forwarded"], forward=True) == (0, "out\nunterminated", "err\n")
+    assert head.slow_argv() is None
+    [record] = calls.read_call_records("j")
+    assert (record["rank"], record["status"]) == (1, 0)
+    assert head.leftovers() == []
+
+
+@pytest.mark.parametrize("case", ["no agent yet", "forwarding into a socket", "head's own node",
+                                  "not a rank of the job"])
 def test_the_python_wrapper_makes_the_calls_the_agent_does_not(head, case):
-    """Before the agent is up (no request FIFO), with forwarding on, to a
-    rank on the head's own node (no channel) or from a caller that is no
-    rank of the job (the agent answers "slow"): the client runs the Python
-    wrapper with exactly its own arguments and exits with its status."""
+    """Before the agent is up (no request FIFO), with forwarding on into a
+    socket (which the agent cannot open again), to a rank on the head's own
+    node (no channel) or from a caller that is no rank of the job (the agent
+    answers "slow"): the client runs the Python wrapper with exactly its own
+    arguments and exits with its status."""
     if case != "no agent yet":
         head.start_agent()
     target = "j-0" if case == "head's own node" else "j-1"
     if case == "not a rank of the job":
         head.as_rank("j-7")
     args = ["-q", target] + HOSTILE
-    assert head.call(args, forward=case == "forwarding") == (SLOW_STATUS, "", "")
+    forwarding = case == "forwarding into a socket"
+    assert head.call(args, forward=forwarding, into_socket=forwarding) == (SLOW_STATUS, "", "")
     assert head.slow_argv() == ["wrapper"] + args
     assert head.remote("requests") is None and calls.read_call_records("j") == []
     if head.agent is not None:

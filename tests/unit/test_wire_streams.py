@@ -5,6 +5,7 @@ as few writes as the chunks allow, and nothing is lost, torn or duplicated
 on the way through frames and large reads."""
 
 import os
+import select
 import threading
 
 from hypothesis import given, settings
@@ -165,3 +166,40 @@ def test_frame_reader_returns_every_frame_of_one_large_feed():
     got = reader.feed(stream[:-3]) + reader.feed(stream[-3:])
     assert [p for _, p in got] == payloads
     assert {k for k, _ in got} == {wire.FRAME_STDERR}
+
+
+def test_whole_lines_go_into_a_pipe_in_writes_it_keeps_whole():
+    """Into a pipe (where another writer's bytes may land between the
+    pieces of a write longer than PIPE_BUF) every write holds whole lines
+    and at most PIPE_BUF bytes of them, or one longer line alone."""
+    read_fd, write_fd = os.pipe()
+    writer = wire.LineWriter(write_fd)
+    written = []
+    real_write = os.write
+
+    def recording_write(fd, data):
+        written.append(bytes(data))
+        return real_write(fd, data)
+
+    long_line = b"y" * (2 * select.PIPE_BUF) + b"\n"
+    data = b"".join(lines_of(100)) + long_line + b"".join(lines_of(3, tag=b"b")) + b"tail"
+    os_write, os.write = os.write, recording_write
+    try:
+        writer.feed(data)
+        writer.flush()
+    finally:
+        os.write = os_write
+        os.close(write_fd)
+    got = b""
+    while True:
+        chunk = os.read(read_fd, 1 << 16)
+        if not chunk:
+            break
+        got += chunk
+    os.close(read_fd)
+    assert got == data  # a pipe's tail as it came
+    assert b"".join(written) == data
+    for piece in written[:-1]:
+        assert piece.endswith(b"\n")
+        assert len(piece) <= select.PIPE_BUF or piece == long_line
+    assert long_line in written

@@ -17,7 +17,8 @@ directory of the job (registry.AGENT_DIR: the job user's, mode 0700):
                  another)
 
 A forwarded call's output goes straight into the client's stdout and
-stderr (forwarding.py), before its answer.
+stderr (forwarding.py), before its answer; where that is rank 0's output
+pipe (the supervisor's LineRelay), into the job log itself.
 
 The answer is one line, "STATUS MESSAGE": the call's exit status and what
 the client prints on its stderr (a launcher error, a lost connection; may be
@@ -80,22 +81,25 @@ class Agent:
     """The supervisor's handle on its agent process (start, stop,
     calls_in_flight) and, in that process, the agent itself (serve)."""
 
-    def __init__(self, spec, user, transports):
+    def __init__(self, spec, user, transports, job_log_pipes=()):
         self.spec, self.user, self.transports = spec, user, transports
+        self.job_log_pipes = set(job_log_pipes)  # (st_dev, st_ino) of pipes relayed into the job log
         self.directory = registry.job_path(spec.job, registry.AGENT_DIR)
         self.requests_path = os.path.join(self.directory, registry.AGENT_REQUESTS)
         self.pid = None
         self.exited = None  # a pidfd of the agent process
         self.requests = None  # the request FIFO's fd: the supervisor's, and the agent's own
         self.calls = {}  # call id: Call
+        self.forwarded = {}  # call id: Call, of the calls with forwarded outputs open
         self.channels = {}  # node: its channel (the live ones)
         self.next_id = 1
         self.stopping = False
 
     # -- the supervisor's side ---------------------------------------------
 
-    def start(self):
-        """Make the agent directory and its request FIFO, and fork the agent."""
+    def start(self, close=()):
+        """Make the agent directory and its request FIFO, and fork the agent
+        (which closes the supervisor's fds `close`)."""
         os.makedirs(self.directory, 0o700)
         os.mkfifo(self.requests_path, 0o600)
         # Held open for reading and writing, here and in the agent, until
@@ -108,6 +112,8 @@ class Agent:
         if pid == 0:
             status = 1
             try:
+                for fd in close:
+                    os.close(fd)
                 self.serve(supervisor)
                 status = 0
             finally:
@@ -216,9 +222,12 @@ class Agent:
         """{fd: what to do when it is readable} of what the agent watches:
         its request FIFO, every client (its pidfd), every channel."""
         handlers = {call.pidfd: functools.partial(self.client_ended, call) for call in self.calls.values()}
+        # A node one of whose forwarded outputs' readers is behind is not
+        # read: ssh holds the node back.
+        held = {call.node for call in self.forwarded.values() if call.queued() > QUEUE_LIMIT}
         for node, channel in self.channels.items():
-            if any(call.node == node and call.queued() > QUEUE_LIMIT for call in self.calls.values()):
-                continue  # a reader of its forwarded output is behind: ssh holds the node back
+            if node in held:
+                continue
             for fd in channel.fds():
                 handlers[fd] = functools.partial(self.channel_readable, node, channel, fd)
         if self.requests is not None:
@@ -231,7 +240,7 @@ class Agent:
         """{fd: what to do when it is writable} of the forwarded outputs
         with lines queued."""
         return {output.fd: functools.partial(self.output_writable, call, output)
-                for call in self.calls.values() for output in call.outputs.values() if output.queue}
+                for call in self.forwarded.values() for output in call.outputs.values() if output.queue}
 
     def readable(self, fd):
         """Handle one fd the agent watches that is readable."""
@@ -279,7 +288,7 @@ class Agent:
         """A call whose exit status came is finished once its forwarded
         output is written, so that its client ends after its output."""
         if call.exited and not call.answered and not call.queued():
-            call.close_outputs()
+            self.close_outputs(call)
             self.finish(call, call.status)
 
     def accept(self, line):
@@ -333,10 +342,12 @@ class Agent:
         if channel is None:
             return self.answer(call, "slow")
         if call.forward:
-            outputs = open_client_outputs(call.pid, call.pidfd, self.user, registry.job_log_path(self.spec.job))
+            outputs = open_client_outputs(call.pid, call.pidfd, self.user, registry.job_log_path(self.spec.job),
+                                          self.job_log_pipes)
             if outputs is None:
                 return self.answer(call, "slow")
             call.outputs = {FRAME_STDOUT: outputs[0], FRAME_STDERR: outputs[1]}
+            self.forwarded[call.id] = call
         call.node = call.target.node
         call.record = {"rank": call.target.rank, "start": time.time()}
         record_call(self.spec.job, call.record, call.pid)
@@ -381,11 +392,15 @@ class Agent:
             return  # ended already (an earlier handler of the same select)
         if not call.answered and call.node in self.channels:
             self.channels[call.node].cancel(call.id)
-        call.close_outputs()
+        self.close_outputs(call)
         os.close(call.pidfd)
         os.close(call.reply_fd)
         self.unlink_call_files(call.pid)
         del self.calls[call.id]
+
+    def close_outputs(self, call):
+        call.close_outputs()
+        self.forwarded.pop(call.id, None)
 
     def channel_lost(self, node, why):
         """The node's channel is gone: every call to it lost its connection;
@@ -395,7 +410,7 @@ class Agent:
             if call.node == node and not call.answered:
                 for output in call.outputs.values():
                     output.end()  # what came, as far as its reader takes it now
-                call.close_outputs()
+                self.close_outputs(call)
                 self.finish(call, None, why)
 
     def close_requests(self):

@@ -47,15 +47,17 @@ def acting_as(user):
         os.setegid(0)
 
 
-def open_client_outputs(pid, pidfd, user, job_log):
+def open_client_outputs(pid, pidfd, user, job_log, job_log_pipes=()):
     """[Output of the client's stdout, of its stderr], or None when they
     cannot be written from here and the Python wrapper relays the call
     instead: a socket (it cannot be opened again), an fd opened only for
     reading, a regular file opened without O_APPEND (its offset would not be
     shared with the client's fd). Each is opened again through /proc as the
-    job user; the job log, which is root's (rank 0's stdout and stderr), is
-    opened by its path, appending as the client's fd does. The client's
-    pidfd tells that `pid` is still the client."""
+    job user; the job log, which is root's, is opened by its path, appending
+    as the client's fd does; so is it for a pipe of `job_log_pipes` ((st_dev,
+    st_ino) of rank 0's stdout and stderr, relayed into the job log as
+    whole lines): the lines go beside rank 0's, never into the middle of
+    one. The client's pidfd tells that `pid` is still the client."""
     fds = []
     try:
         for number in (1, 2):
@@ -65,15 +67,19 @@ def open_client_outputs(pid, pidfd, user, job_log):
                     raise OSError("fd %d is not open for writing" % number)
                 info = os.stat("/proc/%d/fd/%d" % (pid, number))
                 mode = os.O_WRONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC | (flags & os.O_APPEND)
+                relayed = (info.st_dev, info.st_ino) in job_log_pipes
                 if stat.S_ISREG(info.st_mode) and not flags & os.O_APPEND:
                     raise OSError("fd %d is a file not opened for appending" % number)
-                try:
-                    fds.append(os.open("/proc/%d/fd/%d" % (pid, number), mode))
-                    continue
-                except PermissionError:
-                    pass
+                if not relayed:
+                    try:
+                        fds.append(os.open("/proc/%d/fd/%d" % (pid, number), mode))
+                        continue
+                    except PermissionError:
+                        pass
             log = os.stat(job_log)
-            if not (flags & os.O_APPEND and (info.st_dev, info.st_ino) == (log.st_dev, log.st_ino)):
+            if relayed:
+                mode |= os.O_APPEND
+            elif not (flags & os.O_APPEND and (info.st_dev, info.st_ino) == (log.st_dev, log.st_ino)):
                 raise OSError("fd %d cannot be opened again" % number)
             fds.append(os.open(job_log, mode))
         if select.select([pidfd], [], [], 0)[0]:

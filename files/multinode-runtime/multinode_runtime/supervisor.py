@@ -33,7 +33,7 @@ from .processes import (
 from .resources import bind_cpus, limit_memory
 from .teardown import clean_nodes, keep_handed_logs
 from .transport import open_transports
-from .wire import write_all
+from .wire import LineRelay, write_all
 
 
 class Cancelled(Exception):
@@ -57,6 +57,7 @@ class Supervisor:
         self.lost_nodes = set()
         self.transports = {}  # node: its open transport (transport.py)
         self.agent = None  # the job's wrapper calls from this node (agent.py)
+        self.rank0_output = None  # rank 0's stdout and stderr, into the job log (wire.LineRelay)
         self.rank0_call = None  # rank 0's own run, as a call record
         self.remote_calls = []  # the call records of the workers' nodes
         self.torn_down = []  # worker nodes the teardown left nothing on (clean_workers)
@@ -75,7 +76,7 @@ class Supervisor:
             log_fd = os.open(result["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
             namespace = enter_rank_namespace(self.job, self.namespace_name())
             become_subreaper()
-            self.open_connections()
+            self.open_connections(log_fd)
             result.update(self.execute(log_fd))
         except Cancelled as exc:
             result["status"] = "CANCELED"
@@ -105,6 +106,8 @@ class Supervisor:
                 if self.agent is not None:
                     self.agent.stop()
                 self.clean_workers()
+            if self.rank0_output is not None:
+                self.rank0_output.finish()
             forget_secrets(self.job)
             lost = self.lost_call()
             if lost and result["status"] == "FINISHED":
@@ -213,17 +216,19 @@ class Supervisor:
         if self.cancelled is None:
             self.cancelled = signal.Signals(signum).name
 
-    def open_connections(self):
+    def open_connections(self, log_fd):
         """Open the job's transport to every node it reaches (ssh: one
         multiplexed connection to every worker node, in parallel, whose
         first session is the job's lifeline to the node, a `hold` request:
         the run's claim there stays live while this process lives,
         claims.py); a node we cannot reach fails the job now, with the
         reason. Then start the agent, which makes the wrapper calls of the
-        ranks here over them."""
+        ranks here over them and writes their forwarded lines into the job
+        log beside rank 0's (its output's pipe is the job log's stand-in)."""
         self.transports = open_transports(self.spec, self.user, self.connect_nodes())
-        self.agent = Agent(self.spec, self.user, self.transports)
-        self.agent.start()
+        self.rank0_output = LineRelay(log_fd, self.user)
+        self.agent = Agent(self.spec, self.user, self.transports, {self.rank0_output.identity})
+        self.agent.start(close=self.rank0_output.fds())
 
     def start_rank0(self, log_fd):
         bind_cpus(self.spec, self.head)
@@ -232,8 +237,13 @@ class Supervisor:
             write_all(log_fd, ("fuzz.multinode: warning: %s\n" % warning).encode())
         env = job_environment(self.spec, self.head, self.user)
         argv = job_command(self.spec, env, "rank 0 (%s)" % self.head.name)
-        child = spawn_as(self.user, argv, env, job_cwd(self.spec, self.head),
-                         subprocess.DEVNULL, log_fd, log_fd)
+        # Rank 0 writes into a pipe, relayed into the job log as whole lines:
+        # its own unterminated writes never meet a forwarded line there.
+        if self.rank0_output is None:
+            self.rank0_output = LineRelay(log_fd, self.user)
+        out = self.rank0_output.write_fd
+        child = spawn_as(self.user, argv, env, job_cwd(self.spec, self.head), subprocess.DEVNULL, out, out)
+        self.rank0_output.start()
         self.rank0_call = {"rank": self.head.rank, "start": time.time()}
         return child
 

@@ -11,8 +11,11 @@ import base64
 import fcntl
 import json
 import os
+import select
+import stat
 import struct
 import termios
+import threading
 
 from .errors import RuntimeFailure
 
@@ -32,7 +35,10 @@ class LineWriter:
     the job log, a rank log) followed by a newline, so it stays a line of
     its own instead of being glued to the next line another writer appends;
     elsewhere (a pipe, a file opened without O_APPEND) as it is, the bytes
-    ssh would deliver."""
+    ssh would deliver. Into a pipe (rank 0's, which the supervisor relays;
+    a pipe to mpirun) the lines go in writes of at most PIPE_BUF bytes,
+    cut at line ends: only those a pipe keeps whole beside another
+    writer's (a longer line is one write of its own)."""
 
     MAX_PENDING = 8 << 20  # a line longer than this is written in pieces
 
@@ -40,7 +46,12 @@ class LineWriter:
         """`write(data)` instead of writing to fd at once: the head's agent
         queues what it cannot write yet (agent.Output)."""
         self.fd = fd
-        self.write = write or (lambda data: write_all(fd, data))
+        try:
+            into_pipe = stat.S_ISFIFO(os.fstat(fd).st_mode)
+        except OSError:
+            into_pipe = False
+        self.write = write or ((lambda data: write_lines_to_pipe(fd, data)) if into_pipe
+                               else (lambda data: write_all(fd, data)))
         self.pending = []  # the unterminated line so far, in the pieces it came in
         self.pending_size = 0
         try:
@@ -72,6 +83,83 @@ class LineWriter:
             self.write(tail + b"\n" if self.terminate else tail)
             self.pending = []
             self.pending_size = 0
+
+
+class LineRelay:
+    """A pipe whose writers' bytes reach `fd` as whole lines (LineWriter),
+    relayed by a thread: rank 0's stdout and stderr (one pipe, so their
+    order stays as rank 0 wrote them), into the job log that forwarded
+    worker lines are appended to too (forwarding.py), so neither tears the
+    other's lines. `identity` is the pipe's (st_dev, st_ino): what a process
+    holding it has as its fd 1 or 2 (/proc/<pid>/fd/N)."""
+
+    LINGER_SECONDS = 2  # for a writer left after the job's kill (finish)
+
+    def __init__(self, fd, owner=None):
+        """`owner`: the pwd entry of the writers' user, who may open the pipe
+        again (/dev/stdout), as a pipe of its own."""
+        self.read_fd, self.write_fd = os.pipe()
+        widen_pipe(self.write_fd)
+        if owner is not None and os.geteuid() == 0:
+            os.fchown(self.write_fd, owner.pw_uid, owner.pw_gid)
+        info = os.fstat(self.read_fd)
+        self.identity = (info.st_dev, info.st_ino)
+        self.lines = LineWriter(fd)
+        self.stopping = False
+        self.thread = None
+
+    def fds(self):
+        """Both ends, while they are open here (a forked process closes them)."""
+        return [fd for fd in (self.read_fd, self.write_fd) if fd is not None]
+
+    def start(self):
+        """The writers have the write end now: relay until they all closed it."""
+        os.close(self.write_fd)
+        self.write_fd = None
+        self.thread = threading.Thread(target=self._relay, daemon=True)
+        self.thread.start()
+
+    def _relay(self):
+        while True:
+            stopping = self.stopping  # then what the pipe holds now, and no more
+            if not select.select([self.read_fd], [], [], 0 if stopping else 0.2)[0]:
+                if stopping:
+                    break
+                continue
+            data = read_chunk(self.read_fd)
+            if data:
+                self.lines.feed(data)
+            if not data or stopping:
+                break
+        self.lines.flush()
+
+    def finish(self):
+        """After the job's processes were stopped: the rest is written,
+        the unterminated tail too, and the pipe is closed."""
+        if self.thread is not None:
+            self.thread.join(self.LINGER_SECONDS)
+            self.stopping = True
+            self.thread.join()
+            self.thread = None
+        for fd in self.fds():
+            os.close(fd)
+        self.read_fd = self.write_fd = None
+
+
+def write_lines_to_pipe(fd, data):
+    """Whole lines into a pipe, each write(2) at most PIPE_BUF bytes of
+    them, or one line longer than that."""
+    data = bytes(data)
+    start = 0
+    while start < len(data):
+        end = start + select.PIPE_BUF
+        if end < len(data):
+            cut = data.rfind(b"\n", start, end)
+            if cut < 0:
+                cut = data.find(b"\n", end)
+            end = len(data) if cut < 0 else cut + 1
+        write_all(fd, memoryview(data)[start:end])
+        start = end
 
 
 def write_all(fd, data):

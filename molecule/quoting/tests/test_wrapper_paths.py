@@ -2,10 +2,10 @@
 the held job quoting-held of tests/fuzzfiles/quoting/held.yml): a call from
 the head to a worker is made by the job's agent over the job's one
 connection to that node (no Python wrapper, no ssh process for it); a call
-the agent does not make (forwarding on, to the head's own node, from a
-worker) is the Python wrapper's, with the same argv contract; a wrapper
-process killed on the head while its command runs on a worker stops that
-command, on either path.
+the agent does not make (forwarding into a read-only stdout, to the head's
+own node, from a worker) is the Python wrapper's, with the same argv
+contract; a wrapper process killed on the head while its command runs on a
+worker stops that command, on either path.
 
 Each call is made inside the running job the way test_round_trip.py enters
 it: in a host name namespace named like the caller's rank, as the job user,
@@ -43,7 +43,9 @@ exec unshare --uts -- /bin/sh -c 'hostname "$0" &&
     exec setpriv --reuid=fuzz --regid=fuzz --init-groups -- /usr/bin/python3 "$@"' "$name" "$@"
 """
 # ENV_PID FORWARD ARGS...: run the wrapper with ARGS, in the environment of
-# process ENV_PID (or a bare one for "-"), forwarding on when FORWARD is 1.
+# process ENV_PID (or a bare one for "-"), forwarding on when FORWARD is 1,
+# and with a read-only stdout (which the agent cannot write to) when it is
+# "read-only".
 ENTER = """
 import os, pwd, sys
 env = {b"PATH": b"/usr/local/bin:/usr/bin:/bin", b"HOME": os.fsencode(pwd.getpwuid(os.getuid()).pw_dir)}
@@ -51,8 +53,10 @@ if sys.argv[1] != "-":
     with open("/proc/%s/environ" % sys.argv[1], "rb") as handle:
         env = dict(item.split(b"=", 1) for item in handle.read().split(b"\\0") if b"=" in item)
 env.pop(b"MULTINODE_WRAPPER_FORWARD_STREAMS", None)
-if sys.argv[2] == "1":
+if sys.argv[2] in ("1", "read-only"):
     env[b"MULTINODE_WRAPPER_FORWARD_STREAMS"] = b"1"
+if sys.argv[2] == "read-only":
+    os.dup2(os.open("/dev/null", os.O_RDONLY), 1)
 os.execve(CLIENT, [CLIENT] + sys.argv[3:], env)
 """.replace("CLIENT", repr(WRAPPER))
 # Every process of the node: [pid, argv].
@@ -78,7 +82,7 @@ def docker_exec(*argv, **kwargs):
 
 def wrapper_argv(node, rank, env_pid, forward, args, pidfile="/tmp/paths-call.pid"):
     return [node, "/bin/sh", "-c", AS_RANK, "sh", pidfile, RANK_NAMES[rank], "-c", ENTER,
-            str(env_pid), "1" if forward else "0", *args]
+            str(env_pid), {False: "0", True: "1"}.get(forward, forward), *args]
 
 
 def call(node, rank, env_pid, args, forward=False):
@@ -134,11 +138,11 @@ def held_job(tmp_path_factory):
 @pytest.fixture(scope="module")
 def held_calls(held_job):
     """Two calls from rank 0 holding `sleep 600` on a worker each, one the
-    fast way (to rank 1) and one with forwarding on (to rank 2, the Python
-    wrapper): the head's processes while both run, then how long each
-    sleep outlived its killed wrapper process."""
+    fast way (to rank 1) and one with forwarding on into a read-only
+    stdout (to rank 2, the Python wrapper): the head's processes while both
+    run, then how long each sleep outlived its killed wrapper process."""
     seen = {}
-    for way, rank, forward in (("fast", 1, False), ("slow", 2, True)):
+    for way, rank, forward in (("fast", 1, False), ("slow", 2, "read-only")):
         command = "echo $$ >/tmp/paths-%s.sleep; exec sleep 600" % way
         docker_exec("-d", *wrapper_argv(HEAD, 0, held_job, forward, [RANK_NAMES[rank], command],
                                         pidfile="/tmp/paths-%s.client" % way))
@@ -161,8 +165,9 @@ def started(seen):
 def test_a_head_call_to_a_worker_goes_over_the_jobs_connection(held_calls):
     """While the calls run: the fast call's process is still the sh client
     (waiting for the agent's answer) and no ssh session was opened for it;
-    the forwarding call beside it is the Python wrapper with an ssh session
-    of its own (the job's own ssh processes are its ControlMasters)."""
+    the call forwarding into a read-only stdout beside it is the Python
+    wrapper with an ssh session of its own (the job's own ssh processes are
+    its ControlMasters)."""
     started(held_calls)
     processes = held_calls["processes"]
     fast, slow = processes.get(int(held_calls["fast_client"])), processes.get(int(held_calls["slow_client"]))
