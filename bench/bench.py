@@ -42,7 +42,7 @@ Creates a 9-node container cluster (head + 8 workers, the node image of
 scripts/build-node-image, prepared by run-job.yml itself), measures each
 target of the fast launch path beside its baseline in the same run, prints
 a table of medians and ratios, and removes the cluster (also on failure or
-Ctrl-C). Needs root and Docker; takes about 10 minutes on 2 cores. Runs
+Ctrl-C). Needs root and Docker; takes about 3 minutes on 2 cores. Runs
 jobs in local mode on this machine too (the 4-rank row).
 
   rows (measured vs baseline, target ratio):
