@@ -87,6 +87,18 @@ def test_launch_request_refuses_anything_else(original):
         wire.parse_launch_request(original)
 
 
+@pytest.mark.parametrize("job", ["hello\n", "hello\nx", "Hello", "-hello", "hello-", "he/llo", "..", ""])
+def test_the_node_refuses_a_job_name_that_is_not_one_to_its_end(job):
+    """Job names name root's directories on the node: a trailing newline
+    ("$" would match before it) is refused like any other bad name."""
+    with pytest.raises(RuntimeFailure, match="invalid job name"):
+        registry.job_dir(job)
+
+
+def test_the_node_takes_a_job_name():
+    assert registry.job_dir("hello-2") == os.path.join(registry.JOBS_DIR, "hello-2")
+
+
 def test_hosts_block_is_replaced_in_place(tmp_path, monkeypatch):
     hosts = tmp_path / "hosts"
     hosts.write_text("127.0.0.1 localhost\n10.0.0.9 other")

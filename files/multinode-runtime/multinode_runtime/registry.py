@@ -25,7 +25,7 @@ HOSTS_FILE = "/etc/hosts"
 # again for task-array tasks and local-mode connections.
 RUNTIME = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
 PYTHON = sys.executable or "/usr/bin/python3"
-JOB_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+JOB_NAME_RE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")  # \Z: "$" would take a trailing newline
 
 # Entries of a job's directory.
 SPEC_FILE = "spec.json"
