@@ -6,6 +6,7 @@ import base64
 import json
 import os
 import pwd
+import threading
 
 import pytest
 from multinode_runtime import cli, control, registry
@@ -85,6 +86,31 @@ def test_a_cancel_request_is_what_the_supervisor_reads(node, capsys):
     assert (code, answer) == (0, {"changed": True, "job": "ja"})
     supervisor = Supervisor(JobSpec.from_dict(json.loads(open(registry.job_path("ja", registry.SPEC_FILE)).read())))
     assert supervisor.cancel_requested() == "the controller: interrupted (SIGINT)"
+
+
+def test_the_supervisor_never_reads_a_cancel_request_without_its_reason(node, capsys):
+    """The supervisor polls for the cancel file while the controller writes
+    it: what it reads is the whole reason or nothing (it once read the file
+    empty, between its creation and its write, and canceled the job
+    "by the controller" without saying why)."""
+    supervisor = Supervisor(JobSpec.from_dict(json.loads(open(registry.job_path("ja", registry.SPEC_FILE)).read())))
+    reason = "the controller: the playbook was interrupted (SIGTERM)"
+    seen, done = set(), threading.Event()
+
+    def poll():
+        while not done.is_set():
+            seen.add(supervisor.cancel_requested())
+
+    poller = threading.Thread(target=poll)
+    poller.start()
+    try:
+        for _ in range(300):
+            control.cancel("ja", RUN, reason)
+            os.unlink(registry.job_path("ja", registry.CANCEL_FILE))
+    finally:
+        done.set()
+        poller.join()
+    assert seen <= {None, reason}, seen
 
 
 def test_cleanup_brings_the_logs_of_the_ranks_on_this_node_named_by_the_runtime(node, capsys, monkeypatch):
