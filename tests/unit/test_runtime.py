@@ -5,6 +5,9 @@ container clusters by the Molecule scenarios."""
 
 import base64
 import os
+import pwd
+import subprocess
+import time
 
 import pytest
 from hypothesis import given, settings
@@ -97,6 +100,37 @@ def test_the_node_refuses_a_job_name_that_is_not_one_to_its_end(job):
 
 def test_the_node_takes_a_job_name():
     assert registry.job_dir("hello-2") == os.path.join(registry.JOBS_DIR, "hello-2")
+
+
+def test_tree_levels_put_every_parent_before_its_children_whatever_their_pids():
+    # 9: a rank's script, 4: the shell it started (a trap), 3 and 12 that
+    # shell's children (pids wrapped around), 20: another tree's top.
+    parents = {9: 1, 4: 9, 3: 4, 12: 4, 20: 7}
+    assert processes.tree_levels(set(parents), parents.get) == [[9, 20], [4], [3, 12]]
+
+
+def test_tree_levels_end_on_a_parent_loop():
+    # Pids reused between two reads of /proc can make a loop.
+    assert sorted(sum(processes.tree_levels({5, 6}, {5: 6, 6: 5}.get), [])) == [5, 6]
+
+
+def test_a_shell_below_the_top_runs_its_trap_when_the_job_is_killed(tmp_path):
+    """Three levels, as a rank's script that starts a shell with a TERM
+    trap, which waits for its sleep: the trap runs, and the shell does not
+    go on past its wait."""
+    trapped, after = tmp_path / "trapped", tmp_path / "after"
+    inner = "trap 'echo trapped >%s; exit 143' TERM; sleep 60 & wait $!; echo after >%s" % (trapped, after)
+    top = subprocess.Popen(["/bin/sh", "-c", "/bin/sh -c \"$0\" & wait", inner])
+    try:
+        deadline = time.monotonic() + 10
+        while len(processes.descendants(os.getpid())) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(processes.descendants(os.getpid())) >= 3
+        processes.kill_job_processes([], 5, pwd.getpwuid(os.getuid()))
+    finally:
+        top.kill()
+        top.wait()
+    assert trapped.read_text() == "trapped\n" and not after.exists()
 
 
 def test_hosts_block_is_replaced_in_place(tmp_path, monkeypatch):

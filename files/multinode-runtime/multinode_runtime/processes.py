@@ -168,16 +168,15 @@ def kill_job_processes(namespaces, grace, user):
     up to `grace` seconds, then SIGKILL what is left. Returns how many
     processes were signalled."""
     victims = job_processes(namespaces, user)
-    # The top of each process tree first (a rank's shell, a launched
-    # command), the processes they started a moment later: signalled all at
-    # once, a child could die and let a shell go on past its `wait` before
-    # the shell's own SIGTERM lands, so its trap would never run.
-    tops = {pid for pid in victims if parent(pid) not in victims}
-    for pid in tops:
-        send_signal(pid, signal.SIGTERM)
-    if victims - tops:
-        time.sleep(POLL_SECONDS)
-        for pid in victims - tops:
+    # Parents before their children, a level of the process trees at a
+    # time, a moment apart: signalled all at once, a child could die and let
+    # its shell go on past its `wait` before the shell's own SIGTERM lands,
+    # so the shell's trap would never run (a rank's script, the shell it
+    # starts with a trap, that shell's sleep: three levels).
+    for number, level in enumerate(tree_levels(victims, parent)):
+        if number:
+            time.sleep(POLL_SECONDS)
+        for pid in level:
             send_signal(pid, signal.SIGTERM)
     deadline = time.monotonic() + grace
     while job_processes(namespaces, user) and time.monotonic() < deadline:
@@ -191,6 +190,26 @@ def kill_job_processes(namespaces, grace, user):
         time.sleep(POLL_SECONDS)
     reap_children()
     return len(victims)
+
+
+def tree_levels(pids, parent_of):
+    """`pids` by depth in their process trees (parent_of(pid): its parent
+    pid): first the tops (whose parent is not one of them), then their
+    children, and so on."""
+    depth = {}
+    for pid in pids:
+        chain = []
+        while pid in pids and pid not in depth and len(chain) <= len(pids):
+            chain.append(pid)
+            pid = parent_of(pid)
+        above = depth.get(pid, -1)
+        for member in reversed(chain):
+            above += 1
+            depth[member] = above
+    levels = {}
+    for pid, level in depth.items():
+        levels.setdefault(level, []).append(pid)
+    return [sorted(levels[level]) for level in sorted(levels)]
 
 
 def parent(pid):
