@@ -23,8 +23,7 @@ def record_call(job, record, caller=None):
     path = os.path.join(registry.job_path(job, registry.CALLS_DIR),
                         "%.6f-%d.json" % (record["start"], caller or os.getpid()))
     try:
-        registry.write_file(path + ".tmp", json.dumps(record), 0o600)
-        os.rename(path + ".tmp", path)
+        registry.write_file(path, json.dumps(record), 0o600)
     except OSError:
         pass
 

@@ -87,12 +87,7 @@ def cancel(job, run, reason):
     """Ask the head supervisor to cancel the job (it stops the job on every
     node and writes its result)."""
     check_run(job, run)
-    # Whole or not at all (a rename): the supervisor acts on the first
-    # reason it reads, and an empty file read between its creation and its
-    # write would cancel the job without it.
-    path = registry.job_path(job, registry.CANCEL_FILE)
-    registry.write_file(path + ".new", reason + "\n", 0o644)
-    os.rename(path + ".new", path)
+    registry.write_file(registry.job_path(job, registry.CANCEL_FILE), reason + "\n", 0o644)
     return {"changed": True, "job": job}
 
 

@@ -102,12 +102,28 @@ def job_log_path(job):
 
 
 def write_file(path, text, mode, gid=None):
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(text)
-    os.chmod(path, mode)
-    if gid is not None:
-        os.chown(path, 0, gid)
+    """Write the whole file, by a rename: another process polling for it
+    (the supervisor its cancel file, a status poll the result, a later run
+    the claim) reads all of it or none of it, never a file just created."""
+    new = "%s.new-%d" % (path, os.getpid())
+    try:
+        os.unlink(new)  # left by a process of the same pid that died here
+    except FileNotFoundError:
+        pass
+    fd = os.open(new, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+            os.fchmod(handle.fileno(), mode)
+            if gid is not None:
+                os.fchown(handle.fileno(), 0, gid)
+        os.rename(new, path)
+    except BaseException:
+        try:
+            os.unlink(new)
+        except OSError:
+            pass
+        raise
 
 
 def hosts_block_markers(job):

@@ -208,7 +208,6 @@ def report_failure(spec, target, status, reason, lost=False):
     name = os.path.join(registry.job_path(spec.job, registry.EVENTS_DIR),
                         "%.6f-%d" % (time.time(), os.getpid()))
     try:
-        registry.write_file(name + ".tmp", json.dumps(record), 0o600)
-        os.rename(name + ".tmp", name + ".json")
+        registry.write_file(name + ".json", json.dumps(record), 0o600)
     except OSError:
         pass  # the job is already being torn down
