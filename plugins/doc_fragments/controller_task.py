@@ -3,7 +3,8 @@
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 # SPDX-License-Identifier: Apache-2.0
 """Documentation shared by the controller-side task modules (fuzzfile,
-rank_plan): their attributes and the secret_names option
+rank_plan): how far they support each attribute (the attributes
+fragment says what each means) and the secret_names option
 (module_utils/controller_tasks.py holds their shared argument spec)."""
 
 from __future__ import annotations
@@ -24,15 +25,10 @@ options:
     elements: str
 attributes:
   action:
-    description: >-
-      Indicates this has a corresponding action plugin so some parts of the
-      options can be executed on the controller.
     details: The action plugin does all the work in the controller's own process.
     support: full
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
 """

@@ -45,6 +45,7 @@ author:
 requirements:
   - PyYAML
 extends_documentation_fragment:
+  - fuzz.multinode.attributes
   - fuzz.multinode.controller_task
 options:
   path:

@@ -80,6 +80,8 @@ options:
     type: list
     elements: str
     default: []
+extends_documentation_fragment:
+  - fuzz.multinode.attributes
 attributes:
   action:
     support: full

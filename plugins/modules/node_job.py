@@ -59,6 +59,8 @@ options:
   node:
     description: The node's name in the job spec; by default the task's inventory host.
     type: str
+extends_documentation_fragment:
+  - fuzz.multinode.attributes
 attributes:
   action:
     support: full

@@ -41,6 +41,8 @@ options:
         description: Absolute path on the node.
         type: path
         required: true
+extends_documentation_fragment:
+  - fuzz.multinode.attributes
 attributes:
   action:
     support: full

@@ -37,6 +37,8 @@ options:
     description: Local mode, where no sshd runs.
     type: bool
     default: false
+extends_documentation_fragment:
+  - fuzz.multinode.attributes
 attributes:
   action:
     support: full

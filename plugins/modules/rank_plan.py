@@ -62,6 +62,7 @@ description:
 author:
   - fuzz.multinode developers (!UNKNOWN)
 extends_documentation_fragment:
+  - fuzz.multinode.attributes
   - fuzz.multinode.controller_task
 options:
   job:

@@ -73,13 +73,22 @@ def test_artifact_holds_what_users_run_and_no_development_files(installed):
     assert not [name for name in names if "__pycache__" in name]
 
 
-@pytest.mark.parametrize("module", ["fuzzfile", "rank_plan", "launch_job"])
+MODULES = sorted(path.stem for path in (ROOT / "plugins" / "modules").glob("*.py") if path.stem != "__init__")
+
+
+@pytest.mark.parametrize("module", MODULES)
 def test_every_module_documents_itself_from_the_installed_collection(installed, module):
     proc = run(installed, [tool("ansible-doc"), "--json", "-t", "module", "fuzz.multinode." + module],
                stderr=subprocess.PIPE)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     doc = json.loads(proc.stdout)["fuzz.multinode." + module]
     assert doc["doc"]["short_description"] and doc["examples"].strip() and doc["return"]
+    # Every attribute says what it means (the attributes fragment) and how
+    # far this module supports it.
+    attributes = doc["doc"]["attributes"]
+    assert set(attributes) == {"action", "check_mode", "diff_mode"}
+    for name, attribute in attributes.items():
+        assert attribute.get("description") and attribute.get("support") in ("full", "partial", "none"), name
 
 
 def test_the_installed_validator_reads_the_installed_example(installed):
