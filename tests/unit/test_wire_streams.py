@@ -190,12 +190,7 @@ def test_whole_lines_go_into_a_pipe_in_writes_it_keeps_whole():
     finally:
         os.write = os_write
         os.close(write_fd)
-    got = b""
-    while True:
-        chunk = os.read(read_fd, 1 << 16)
-        if not chunk:
-            break
-        got += chunk
+    got = wire.read_all(read_fd)
     os.close(read_fd)
     assert got == data  # a pipe's tail as it came
     assert b"".join(written) == data

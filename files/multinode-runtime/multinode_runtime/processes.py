@@ -17,7 +17,7 @@ import time
 
 from . import registry
 from .errors import RuntimeFailure
-from .wire import write_all
+from .wire import read_all, write_all
 
 CLONE_NEWUTS = 0x04000000
 MS_BIND = 0x1000
@@ -278,12 +278,7 @@ def run_as(user, work, *args):
         finally:
             os._exit(status)
     os.close(writer)
-    data = b""
-    while True:
-        chunk = os.read(reader, 1 << 16)
-        if not chunk:
-            break
-        data += chunk
+    data = read_all(reader)
     os.close(reader)
     os.waitpid(child, 0)
     records = [json.loads(line) for line in data.decode().splitlines() if line]

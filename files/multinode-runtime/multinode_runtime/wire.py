@@ -190,6 +190,17 @@ def read_chunk(fd):
     return os.read(fd, min(max(ready, 1 << 16), CHUNK))
 
 
+def read_all(fd):
+    """Everything `fd` gives until its end of file (a pipe whose writers
+    have all closed it)."""
+    data = bytearray()
+    while True:
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            return bytes(data)
+        data += chunk
+
+
 def send_frame(fd, kind, *payload, extra=0):
     """One frame; its payload the bytes of `payload`'s parts, sent in one
     writev(2) without joining them, and with `extra` the length of bytes
