@@ -1,6 +1,8 @@
 """Local mode while a job runs (tests/fuzzfiles/local/held.yml, 3 ranks that
 wait until the test has looked): the head's launch socket, which starts
-commands on any rank, is usable by the job user only; every process of the
+commands on any rank, is usable by the job's own processes only (not by
+another user, nor by the job user's processes of another job, the
+attacker's job intruder.yml); every process of the
 job runs as the job user but the runtime's own; the rank names are in
 /etc/hosts, each at its own loopback address, only while the job runs; the
 machine's host name never changes. Afterwards nothing of the job is left."""
@@ -63,6 +65,20 @@ def as_user(name, *argv):
     done = subprocess.run(["/usr/bin/python3", "-I", *argv], user=user.pw_uid, group=user.pw_gid,
                           extra_groups=[], cwd="/", stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           text=True, timeout=60)
+    return done.stdout.strip()
+
+
+def in_rank(rank, *argv):
+    """python3 -I ARGV as the job user inside the UTS namespace of one of
+    the held job's rank processes, as a process of the job runs."""
+    name = "%s-%d" % (JOB, rank)
+    user = pwd.getpwnam(lj.JOB_USER)
+    pids = [int(entry.split()[1]) for entry in lj.job_processes([JOB])[JOB]
+            if entry.endswith("(host name %s)" % name) and " uid %d " % user.pw_uid in entry]
+    assert pids, "no process of rank %s" % name
+    done = subprocess.run(["nsenter", "--target", str(pids[0]), "--uts", "setpriv", "--reuid", str(user.pw_uid),
+                           "--regid", str(user.pw_gid), "--clear-groups", "/usr/bin/python3", "-I", *argv],
+                          cwd="/", stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60)
     return done.stdout.strip()
 
 
@@ -165,10 +181,23 @@ def held(workdir):
             seen["nobody_open_marker"] = marker.exists()
         finally:
             os.chmod(SOCKET, mode)
-        # The same request from the job user is carried out, as the job user,
-        # on the rank asked for.
-        seen["fuzz"] = as_user(lj.JOB_USER, "-c", CLIENT, str(SOCKET), launch_request(command))
+        # The job user's processes of other jobs are the same user: the
+        # socket serves this job's processes only. From outside the job:
+        seen["fuzz_outside"] = as_user(lj.JOB_USER, "-c", CLIENT, str(SOCKET), launch_request(command))
+        time.sleep(1)
+        seen["fuzz_outside_marker"] = marker.exists()
+        # The same request from a process of the job (the job user, in rank
+        # 2's namespace) is carried out, as the job user, on the rank asked for.
+        seen["fuzz"] = in_rank(2, "-c", CLIENT, str(SOCKET), launch_request(command))
         seen["fuzz_marker"] = marker.read_text() if marker.exists() else None
+        # Another job (the attacker's) asks for a command on this job's rank
+        # 1, through its own socket and through this job's.
+        intruder = lj.combine(root / "intruder.yml", [(lj.LOCAL_FUZZFILES / "intruder.yml", None)],
+                              replace={"/fmn-local/held": str(job.dir)})
+        seen["intruder"] = lj.run_job(intruder, root / "intruder-logs")
+        seen["intruder_answers"] = {name: (job.dir / name).read_text(errors="replace")
+                                    for name in ("through-own", "into-held") if (job.dir / name).exists()}
+        seen["intruded"] = (job.dir / "intruded").exists()
         seen["rc"] = job.release()
         seen["output"] = job.output()
         seen["log"] = (job.logs / (JOB + ".log")).read_text() if (job.logs / (JOB + ".log")).exists() else ""
@@ -206,10 +235,30 @@ def test_the_launcher_refuses_another_user_even_when_the_socket_mode_lets_it_con
     assert held["nobody_open_marker"] is False
 
 
-def test_the_job_user_gets_the_command_run_as_itself_on_the_rank_asked_for(held):
-    """The positive control for the two refusals above: the same request."""
+def test_the_job_user_outside_the_job_is_refused_too(held):
+    """Every job runs as the job user: a process of that user that is not
+    one of this job's (another job's, say) gets nothing run."""
+    assert "serves the processes of that job only" in held["fuzz_outside"], held["fuzz_outside"]
+    assert held["fuzz_outside_marker"] is False
+
+
+def test_a_process_of_the_job_gets_the_command_run_as_itself_on_the_rank_asked_for(held):
+    """The positive control for the refusals above: the same request."""
     assert held["fuzz"].startswith("connected, "), held["fuzz"]
     assert held["fuzz_marker"] == "fuzz\nheld-1\n"
+
+
+def test_another_job_cannot_run_a_command_in_this_job(held):
+    """The attacker's job asks for a command on this job's rank 1 through its
+    own launch socket (a request naming this job) and through this job's
+    socket: both are refused, saying why, and nothing runs."""
+    intruder = held["intruder"]
+    assert intruder.rc == 0, intruder
+    answers = held["intruder_answers"]
+    assert "the launch socket of job intruder" in answers.get("through-own", ""), answers
+    assert "serves that run only, not job held" in answers.get("through-own", ""), answers
+    assert "serves the processes of that job only" in answers.get("into-held", ""), answers
+    assert held["intruded"] is False
 
 
 def test_job_processes_run_as_the_job_user_except_the_runtime(held):

@@ -3,8 +3,10 @@
 In local mode every rank runs on this node, and no sshd is needed: the head
 supervisor (root) listens on `launch.sock` in the job's directory, which
 only the job user may connect to, and serves each connection like sshd's
-forced command would (`serve_launch`, in a child of its own). The wrapper
-side (`connect`) behaves like `ssh -T HOST REQUEST`.
+forced command would (`serve_launch`, in a child of its own), for its own
+job and run only, and only to processes of that job (another job's
+processes run as the same user). The wrapper side (`connect`) behaves like
+`ssh -T HOST REQUEST`.
 """
 
 import os
@@ -16,7 +18,8 @@ import struct
 from . import registry
 from .errors import RuntimeFailure
 from .launch import serve_launch
-from .wire import write_all
+from .processes import process_in_namespaces, recorded_namespaces
+from .wire import FRAME_ERROR, FRAME_EXIT, parse_launch_request, send_frame, write_all
 
 _PEERCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
 
@@ -49,7 +52,7 @@ def start_local_launcher(spec, user):
             if conn is not None:
                 if os.fork() == 0:
                     server.close()
-                    os._exit(serve_local_connection(conn, user))
+                    os._exit(serve_local_connection(conn, spec, user))
                 conn.close()
             try:
                 while os.waitpid(-1, os.WNOHANG)[0] > 0:
@@ -60,11 +63,11 @@ def start_local_launcher(spec, user):
         os._exit(status)
 
 
-def serve_local_connection(conn, user):
+def serve_local_connection(conn, spec, user):
     """One connection to the launch socket: check the peer, read the request
     line, then serve it with the connection as stdin and stdout."""
     conn.settimeout(None)
-    _, uid, _ = _PEERCRED.unpack(conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size))
+    pid, uid, _ = _PEERCRED.unpack(conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size))
     if uid not in (0, user.pw_uid):
         return 1
     line = b""
@@ -76,7 +79,31 @@ def serve_local_connection(conn, user):
     os.dup2(conn.fileno(), 0)
     os.dup2(conn.fileno(), 1)
     conn.close()
-    return serve_launch(line.decode(errors="replace").strip())
+    request = line.decode(errors="replace").strip()
+    refused = refusal(spec, user, pid, uid, request)
+    if refused:
+        send_frame(1, FRAME_ERROR, refused.encode())
+        send_frame(1, FRAME_EXIT, b"255")
+        return 0
+    return serve_launch(request)
+
+
+def refusal(spec, user, pid, uid, original):
+    """Why this socket does not serve a request, or None: it names another
+    job or run, or comes from a process (of the job user) that is not one
+    of this job's."""
+    try:
+        request = parse_launch_request(original)
+    except RuntimeFailure:
+        return None  # serve_launch answers it as sshd's launcher would
+    if request["job"] != spec.job or request.get("run", spec.run) != spec.run:
+        return "the launch socket of job %s (run %s) serves that run only, not job %s%s" % (
+            spec.job, spec.run or "(no id)", request["job"],
+            " (run %s)" % request["run"] if "run" in request else "")
+    if uid != 0 and not process_in_namespaces(pid, recorded_namespaces(spec.job), user):
+        return "the launch socket of job %s serves the processes of that job only (process %d is not one)" % (
+            spec.job, pid)
+    return None
 
 
 def connect(job, request):

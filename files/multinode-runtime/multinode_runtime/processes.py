@@ -97,6 +97,17 @@ def pids_in_namespaces(namespaces, exclude=(), user=None):
     return found
 
 
+def process_in_namespaces(pid, namespaces, user):
+    """Whether process `pid` is in one of `namespaces` (UTS, in our PID
+    namespace); checked as the job user where root may not look."""
+    try:
+        return os.stat("/proc/%d/ns/uts" % pid).st_ino in namespaces and _same_pid_namespace(pid)
+    except PermissionError:
+        return pid in _pids_in_namespaces_as(user, namespaces, [pid])
+    except OSError:
+        return False
+
+
 def _same_pid_namespace(pid):
     """Whether a process is in our PID namespace: a host-side runtime (local
     mode) sees the processes of every container on the machine, and must
