@@ -1,0 +1,42 @@
+"""Verifier of the security scenario, the cluster key (issue 12, hole 3;
+docs/security.md): the key that sshd accepts for root's forced command is
+read by the job user's ssh, but no job may change it. The attacker's job
+tests/fuzzfiles/security/key-tamper.yml tries on every node, through
+run-job.yml as a user runs it; the key must be root's on every node,
+unchanged, and every attempt denied."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, os.path.join(os.environ["MOLECULE_PROJECT_DIRECTORY"], "molecule", "shared"))
+import fuzz_playbook as user_playbook  # noqa: E402  (run-job.yml as a user runs it)
+
+PROJECT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
+FUZZFILE = PROJECT / "tests" / "fuzzfiles" / "security" / "key-tamper.yml"
+NODES = ["fmn-security-node-1", "fmn-security-node-2", "fmn-security-node-3"]
+KEY = "/etc/fuzz-multinode/cluster_ed25519"
+ATTEMPTS = 6  # in key-tamper.yml, on each rank
+
+
+def key_state(node):
+    """Owner, group, mode and digest of the node's cluster key."""
+    done = subprocess.run(["docker", "exec", node, "sh", "-c",
+                           "stat -c '%%U %%G %%a' %s && sha256sum <%s" % (KEY, KEY)],
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60)
+    return done.stdout.split()
+
+
+def test_no_job_can_change_the_cluster_key(tmp_path):
+    before = {node: key_state(node) for node in NODES}
+    rc, output, seconds = user_playbook.run_job(FUZZFILE, tmp_path)
+    run = user_playbook.JobRun("key-tamper", tmp_path, rc, output, seconds, {})
+    assert rc == 0, run
+    lines = [line for line in run.lines() if " allowed: " in line or " denied: " in line]
+    assert len(lines) == ATTEMPTS * len(NODES), run
+    assert [line for line in lines if " allowed: " in line] == [], run
+    after = {node: key_state(node) for node in NODES}
+    assert after == before, run
+    for node, (owner, group, mode, *_) in after.items():
+        assert (owner, group, mode) == ("root", "fuzz", "640"), node
