@@ -678,3 +678,37 @@ def test_the_supervisor_answers_the_pools_clients_of_a_killed_agent(tmp_path, mo
     finally:
         the_agent.stop()
     assert not os.path.exists(the_agent.directory)
+
+
+def test_a_slot_its_slow_client_gave_back_serves_the_next_call(pooled):
+    """Answered "slow", the client removes its claim (after reading the
+    answer) and runs the Python wrapper in the same process: the slot is
+    no call of the agent's any more, and the next client that claims it is
+    served, while the first one still runs."""
+    the_agent, stand_in, claim = pooled
+    first, second = sleeper(), sleeper()
+    try:
+        reply = claim(0, ["j-1", "true"], first, name="j-7")  # no rank of the job: slow
+        assert os.read(reply, 100) == b"slow\n"
+        os.close(reply)
+        assert the_agent.calls_in_flight()
+        os.unlink(the_agent.slot_path(0, "claim"))
+        assert not the_agent.calls_in_flight()
+        reply = claim(0, ["j-1", "true"], second)
+        [(call_id, _)] = stand_in.started
+        the_agent.finish(the_agent.calls[call_id], 0)
+        assert os.read(reply, 100) == b"0 \n"
+        os.close(reply)
+        os.kill(first, signal.SIGKILL)
+        os.waitpid(first, 0)
+        [old] = [call for call in the_agent.calls.values() if call.pid == first]
+        the_agent.readable(old.pidfd)
+        with open(the_agent.slot_path(0, "claim"), "rb") as handle:
+            assert handle.read() == b"%d" % second  # still the second call's
+    finally:
+        for pid in (first, second):
+            try:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+            except (ProcessLookupError, ChildProcessError):
+                pass

@@ -349,7 +349,7 @@ class Agent:
             self.reclaim()  # the pool ran dry: a client that died may hold a slot
             reply_fd = self.open_own("%d.reply" % pid, stat.S_ISFIFO, os.O_RDWR)
             data = self.take_argv(pid)
-        elif 0 <= slot < len(self.pool) and slot not in self.slot_calls:
+        elif 0 <= slot < len(self.pool) and self.slot_free(slot):
             reply_fd = self.pool[slot]
             data = self.take_claim(pid, slot)
             if data is None:
@@ -480,7 +480,8 @@ class Agent:
             del self.slot_calls[call.slot]
             self.release(call.slot)
         else:
-            os.close(call.reply_fd)
+            if call.reply_fd is not None:
+                os.close(call.reply_fd)
             self.unlink_call_files(call.pid)
 
     def close_outputs(self, call):
@@ -514,6 +515,19 @@ class Agent:
             if fd is None:
                 break  # the pool ends here
             self.pool.append(fd)
+
+    def slot_free(self, slot):
+        """Whether no call holds the slot: none took it, or the one that
+        did was answered "slow" and its client gave the slot back (removed
+        its claim, after it read the answer) before it ended."""
+        holder = self.slot_calls.get(slot)
+        if holder is None:
+            return True
+        if not holder.answered or self.read_own(self.slot_name(slot, "claim"), 32) == b"%d" % holder.pid:
+            return False
+        del self.slot_calls[slot]
+        holder.slot = holder.reply_fd = None  # the pool's FIFO is no longer its
+        return True
 
     def release(self, slot):
         """The slot's client ended: its FIFO emptied (an answer it did not
