@@ -101,7 +101,7 @@ def paths(workdir):
             # Both calls are running: each client has made its call.
             for way in ("fast", "slow"):
                 seen[way + "_argv"] = cmdline(seen[way + "_client"])
-            seen["replies"] = sorted(os.listdir(AGENT)) if AGENT.exists() else None
+            seen["agent_clients"] = agent_clients()
             seen["wrappers"] = runtime_processes("wrapper")
             seen["connects"] = runtime_processes("connect")
             for way in ("fast", "slow"):
@@ -130,6 +130,22 @@ def paths(workdir):
         shutil.rmtree(shared, ignore_errors=True)
 
 
+def agent_clients():
+    """The pids of the clients the agent directory holds a call of: in each
+    claim of its pool, and of each reply FIFO of a client's own."""
+    pids = set()
+    for name in (os.listdir(AGENT) if AGENT.exists() else []):
+        if name.startswith("pool-") and name.endswith(".claim"):
+            pid = (AGENT / name).read_bytes().split(b"\0", 1)[0]
+        elif name.endswith(".reply") and name[:-len(".reply")].isdigit():
+            pid = name[:-len(".reply")].encode()
+        else:
+            continue
+        if pid.isdigit():
+            pids.add(int(pid))
+    return pids
+
+
 def started(paths):
     assert paths.get("fast_argv") and paths.get("slow_argv"), (
         "the held calls did not both start:\n%s" % paths.get("output", "")[-8000:])
@@ -143,15 +159,16 @@ def test_the_job_finishes_with_both_calls_killed(paths):
 
 def test_a_call_from_the_head_is_made_by_the_agent(paths):
     """While its call runs, the client is still the sh wrapper, waiting for
-    the agent's answer (its reply FIFO is in the agent directory); no Python
+    the agent's answer (its claim of a reply FIFO of the agent's pool, or a
+    FIFO of its own, is in the agent directory); no Python
     wrapper and no `connect` runs for it. The slow call beside it is the
     Python wrapper, in the same process (the client exec'd it)."""
     started(paths)
     fast, slow = paths["fast_argv"], paths["slow_argv"]
     assert fast[:3] == [b"/bin/sh", WRAPPER.encode(), b"wrapper-paths-1"], fast
-    assert "%s.reply" % paths["fast_client"] in paths["replies"], paths["replies"]
+    assert int(paths["fast_client"]) in paths["agent_clients"], paths["agent_clients"]
     assert slow[:5] == [b"/usr/bin/python3", b"-I", lj.RUNTIME.encode(), b"wrapper", b"wrapper-paths-2"], slow
-    assert "%s.reply" % paths["slow_client"] not in paths["replies"], paths["replies"]
+    assert int(paths["slow_client"]) not in paths["agent_clients"], paths["agent_clients"]
     # The one Python wrapper on the machine is the slow call's, and so is
     # the one `connect` (its way to the local launch socket).
     assert [pid for pid, _ in paths["wrappers"]] == [int(paths["slow_client"])], paths["wrappers"]

@@ -515,3 +515,200 @@ def test_output_frames_cross_the_nodes_end_of_a_channel_whole(channel_pipes):
                 ended.add(call_id)
     line = b"y" * 99 + b"\n"
     assert got == {1: line * 10486 * 3, 2: line * 10486 * 2}
+
+
+@pytest.fixture
+def pooled(head):
+    """The head's agent with its pool of reply FIFOs made and opened, as
+    start() and serve() make them; yields (agent, channel, a function
+    making a client's claim of a slot and its request, returning the read
+    end of the slot's FIFO)."""
+    the_agent, stand_in, _ = head
+    for slot in range(the_agent.pool_size):
+        os.mkfifo(the_agent.slot_path(slot, "reply"), 0o600)
+    the_agent.open_pool()
+    assert len(the_agent.pool) == the_agent.pool_size >= agent.POOL_MIN
+
+    def claim(slot, argv, pid, name="j-0"):
+        with open(the_agent.slot_path(slot, "claim"), "xb") as handle:
+            handle.write(b"".join(os.fsencode(word) + b"\0" for word in [str(pid)] + argv))
+        reply = os.open(the_agent.slot_path(slot, "reply"), os.O_RDONLY | os.O_NONBLOCK)
+        the_agent.accept(b"%d %s 0 %d" % (pid, name.encode(), slot))
+        return reply
+
+    yield the_agent, stand_in, claim
+    for fd in the_agent.pool:
+        os.close(fd)
+
+
+def sleeper():
+    """A live client process (its pid claims a slot); kill it when done."""
+    return client_with(lambda: None)
+
+
+def test_a_claimed_slot_is_made_taken_and_freed_once_its_client_ended(pooled):
+    the_agent, stand_in, claim = pooled
+    pid = sleeper()
+    reply = claim(0, ["j-1", "true"], pid)
+    [(call_id, request)] = stand_in.started
+    assert request["command"] == "true"
+    with open(the_agent.slot_path(0, "claim"), "rb") as handle:
+        assert handle.read() == b"%d" % pid  # cut to the pid: taken
+    the_agent.finish(the_agent.calls[call_id], 0)
+    assert os.read(reply, 100) == b"0 \n"
+    assert the_agent.calls_in_flight()
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    the_agent.readable(the_agent.calls[call_id].pidfd)
+    assert not os.path.exists(the_agent.slot_path(0, "claim")) and not the_agent.slot_calls
+    assert not the_agent.calls_in_flight()
+    os.close(reply)
+
+
+def test_a_slot_in_use_is_never_answered_for_a_second_call(pooled):
+    """A request naming the slot of a call in flight (its claim overwritten,
+    or a client that did not claim) starts nothing and writes nothing into
+    the slot's FIFO; the call that holds it gets its own answer."""
+    the_agent, stand_in, claim = pooled
+    first, second = sleeper(), sleeper()
+    try:
+        reply = claim(0, ["j-1", "exit 3"], first)
+        with open(the_agent.slot_path(0, "claim"), "wb") as handle:
+            handle.write(b"%d\0j-1\0true\0" % second)
+        the_agent.accept(b"%d j-0 0 0" % second)
+        the_agent.accept(b"%d j-0 0 %d" % (second, the_agent.pool_size))  # no such slot
+        assert len(stand_in.started) == 1 and list(the_agent.slot_calls) == [0]
+        with pytest.raises(BlockingIOError):
+            os.read(reply, 100)
+        the_agent.finish(the_agent.calls[stand_in.started[0][0]], 3)
+        assert os.read(reply, 100) == b"3 \n"
+        os.close(reply)
+    finally:
+        for pid in (first, second):
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+
+
+def test_a_request_whose_claim_is_not_its_own_is_ignored(pooled):
+    the_agent, stand_in, claim = pooled
+    pid = sleeper()
+    try:
+        with open(the_agent.slot_path(2, "claim"), "wb") as handle:
+            handle.write(b"%d\0j-1\0true\0" % pid)
+        the_agent.accept(b"%d j-0 0 2" % os.getpid())
+        assert not stand_in.started and not the_agent.calls
+        assert os.path.exists(the_agent.slot_path(2, "claim"))  # still the other client's
+    finally:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+
+
+def test_an_answer_its_client_did_not_read_never_reaches_the_slots_next_client(pooled):
+    the_agent, stand_in, claim = pooled
+    pid = sleeper()
+    reply = claim(0, ["j-1", "true"], pid)
+    os.close(reply)  # the client dies before it reads its answer
+    [(call_id, _)] = stand_in.started
+    the_agent.finish(the_agent.calls[call_id], 7)
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    the_agent.readable(the_agent.calls[call_id].pidfd)
+    nxt = sleeper()
+    try:
+        reply = claim(0, ["j-1", "true"], nxt)
+        with pytest.raises(BlockingIOError):
+            os.read(reply, 100)  # nothing of the last call's
+        the_agent.finish(the_agent.calls[stand_in.started[1][0]], 0)
+        assert os.read(reply, 100) == b"0 \n"
+        os.close(reply)
+    finally:
+        os.kill(nxt, signal.SIGKILL)
+        os.waitpid(nxt, 0)
+
+
+def test_claims_of_clients_that_died_before_they_asked_are_freed(pooled):
+    """A claim whose pid is gone, and an empty claim no process holds open
+    (its client died between its claim and its write), are freed; the claim
+    of a live client that has not asked yet, and an empty claim that its
+    client still writes, are kept."""
+    the_agent, stand_in, claim = pooled
+    dead = os.fork()
+    if dead == 0:
+        os._exit(0)
+    os.waitpid(dead, 0)
+    live = sleeper()
+    try:
+        for slot, content in ((0, b"%d\0j-1\0true\0" % dead), (1, b""), (2, b"%d\0j-1\0true\0" % live)):
+            with open(the_agent.slot_path(slot, "claim"), "wb") as handle:
+                handle.write(content)
+        writing = os.open(the_agent.slot_path(3, "claim"), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        holder = client_with(lambda: None)  # another process holds slot 3's claim open (forked with it)
+        os.close(writing)
+        the_agent.reclaim()
+        claims = [os.path.exists(the_agent.slot_path(slot, "claim")) for slot in range(4)]
+        assert claims == [False, False, True, True]
+        os.kill(holder, signal.SIGKILL)
+        os.waitpid(holder, 0)
+        the_agent.reclaim()
+        assert not os.path.exists(the_agent.slot_path(3, "claim"))
+        assert not stand_in.started
+    finally:
+        os.kill(live, signal.SIGKILL)
+        os.waitpid(live, 0)
+
+
+def test_the_supervisor_answers_the_pools_clients_of_a_killed_agent(tmp_path, monkeypatch):
+    """Slot 0's call was taken (its claim cut to the pid): the agent ended
+    before the call did; slot 1's was not: slow. Each is answered once."""
+    the_agent = start_agent(tmp_path, monkeypatch)
+    try:
+        assert all(os.path.exists(the_agent.slot_path(slot, "reply")) for slot in range(the_agent.pool_size))
+        os.kill(the_agent.pid, signal.SIGKILL)
+        os.waitpid(the_agent.pid, 0)
+        for slot, content in ((0, b"%d" % os.getpid()), (1, b"%d\0j-1\0true\0" % os.getpid())):
+            with open(the_agent.slot_path(slot, "claim"), "wb") as handle:
+                handle.write(content)
+        replies = [os.open(the_agent.slot_path(slot, "reply"), os.O_RDONLY | os.O_NONBLOCK) for slot in (0, 1)]
+        the_agent.check()
+        the_agent.check()
+        assert [os.read(fd, 1000) for fd in replies] == [
+            b"255 multinode-ssh-wrapper: the job's agent ended before the call did\n", b"slow\n"]
+        for fd in replies:
+            os.close(fd)
+    finally:
+        the_agent.stop()
+    assert not os.path.exists(the_agent.directory)
+
+
+def test_a_slot_its_slow_client_gave_back_serves_the_next_call(pooled):
+    """Answered "slow", the client removes its claim (after reading the
+    answer) and runs the Python wrapper in the same process: the slot is
+    no call of the agent's any more, and the next client that claims it is
+    served, while the first one still runs."""
+    the_agent, stand_in, claim = pooled
+    first, second = sleeper(), sleeper()
+    try:
+        reply = claim(0, ["j-1", "true"], first, name="j-7")  # no rank of the job: slow
+        assert os.read(reply, 100) == b"slow\n"
+        os.close(reply)
+        assert the_agent.calls_in_flight()
+        os.unlink(the_agent.slot_path(0, "claim"))
+        assert not the_agent.calls_in_flight()
+        reply = claim(0, ["j-1", "true"], second)
+        [(call_id, _)] = stand_in.started
+        the_agent.finish(the_agent.calls[call_id], 0)
+        assert os.read(reply, 100) == b"0 \n"
+        os.close(reply)
+        os.kill(first, signal.SIGKILL)
+        os.waitpid(first, 0)
+        [old] = [call for call in the_agent.calls.values() if call.pid == first]
+        the_agent.readable(old.pidfd)
+        with open(the_agent.slot_path(0, "claim"), "rb") as handle:
+            assert handle.read() == b"%d" % second  # still the second call's
+    finally:
+        for pid in (first, second):
+            try:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+            except (ProcessLookupError, ChildProcessError):
+                pass

@@ -22,6 +22,7 @@ import select
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import time
 
@@ -187,15 +188,24 @@ class Head:
         with open(path) as handle:
             return handle.read()
 
+    def pool(self):
+        """The names of the agent's pool of reply FIFOs."""
+        return {self.agent.slot_name(slot, "reply") for slot in range(self.agent.pool_size)}
+
     def leftovers(self):
-        """What the agent directory holds besides its request FIFO, once the
-        agent has seen the client end (it removes a client's files when the
-        client's pidfd says so, a moment after the client's exit)."""
+        """What the agent directory holds besides its request FIFO and its
+        pool's reply FIFOs (each one still a FIFO), once the agent has seen
+        the client end (it removes a client's files, and frees its claim,
+        when the client's pidfd says so, a moment after the client's exit)."""
         deadline = time.monotonic() + 5
         while True:
-            left = sorted(set(os.listdir(self.agent.directory)) - {registry.AGENT_REQUESTS})
-            if not left or time.monotonic() > deadline:
-                return left
+            names = set(os.listdir(self.agent.directory))
+            left = sorted(names - {registry.AGENT_REQUESTS} - self.pool())
+            fifos = all(stat.S_ISFIFO(os.lstat(os.path.join(self.agent.directory, name)).st_mode)
+                        for name in self.pool() if name in names)
+            fifos = fifos and self.pool() <= names
+            if (not left and fifos) or time.monotonic() > deadline:
+                return left if fifos else left + ["(the pool is not whole)"]
             time.sleep(0.01)
 
 
@@ -314,3 +324,56 @@ def test_a_client_whose_agent_ends_before_the_answer_fails_255(head):
     while alive(sleeper) and time.monotonic() < deadline:
         time.sleep(0.02)
     assert not alive(sleeper), "sleep 600 outlived the agent"
+
+
+def test_calls_at_once_each_claim_a_slot_of_their_own(head):
+    """A call in flight holds its slot of the agent's pool (its claim, with
+    its pid); a second call meanwhile claims another one and gets its own
+    answer, and so does the first."""
+    head.start_agent()
+    first = head.popen(["j-1", "echo $$ >first.pid; while ! [ -e go ]; do sleep 0.01; done; exit 3"])
+    deadline = time.monotonic() + 30
+    while not (head.remote("first.pid") or "").endswith("\n") and time.monotonic() < deadline:
+        time.sleep(0.02)
+    claim = os.path.join(head.agent.directory, head.agent.slot_name(0, "claim"))
+    with open(claim, "rb") as handle:
+        assert handle.read() == b"%d" % first.pid  # taken, cut to its pid
+    assert head.call(["j-1", "exit 5"]) == (5, "", "")
+    with open(claim, "rb") as handle:
+        assert handle.read() == b"%d" % first.pid
+    with open(os.path.join(head.tmp, "go"), "w"):
+        pass
+    assert first.wait(timeout=30) == 3
+    first.communicate()
+    assert sorted(record["status"] for record in calls.read_call_records("j")) == [3, 5]
+    assert head.slow_argv() is None
+    assert head.leftovers() == []
+
+
+def test_with_every_slot_claimed_a_call_makes_its_own_fifo(head):
+    """The pool taken by live clients: the call still goes through the
+    agent, on a FIFO the client makes, and the claims are left alone; the
+    claims of clients that died are freed."""
+    head.start_agent()
+    contents = {}
+    for slot in range(head.agent.pool_size):
+        path = os.path.join(head.agent.directory, head.agent.slot_name(slot, "claim"))
+        contents[path] = b"%d\0j-1\0true\0" % os.getpid()
+        with open(path, "wb") as handle:
+            handle.write(contents[path])
+    assert head.call(["j-1", "exit 4"]) == (4, "", "")
+    assert head.slow_argv() is None
+    [record] = calls.read_call_records("j")
+    assert record["status"] == 4
+    for path, content in contents.items():
+        with open(path, "rb") as handle:
+            assert handle.read() == content
+    dead = os.fork()
+    if dead == 0:
+        os._exit(0)
+    os.waitpid(dead, 0)
+    for path in contents:
+        with open(path, "wb") as handle:
+            handle.write(b"%d\0j-1\0true\0" % dead)
+    assert head.call(["j-1", "true"]) == (0, "", "")
+    assert head.leftovers() == []

@@ -8,12 +8,22 @@ channel to the target's node (channel.py), with the wrapper client's logic
 client is files/ssh-wrapper, plain sh, which talks to it through the agent
 directory of the job (registry.AGENT_DIR: the job user's, mode 0700):
 
-  <pid>.reply    a FIFO the client makes, where it reads its answer
-  <pid>.argv     the client's arguments, each ending in a NUL byte; the
-                 agent removes it when it takes the call
+  pool-<k>.reply the pool's reply FIFOs (k from 0), the agent's, made at
+                 its start, each held open by the agent and used by one
+                 call at a time: the call that holds
+  pool-<k>.claim made by the client with a no-clobber redirection (O_EXCL:
+                 no exec), its pid and its arguments, each ending in a NUL
+                 byte; the agent cuts it to the pid when it takes the call,
+                 and removes it (after emptying the FIFO) once the client
+                 ended, or once a client that died before it asked is gone
+                 (reclaim)
+  <pid>.reply    with every slot of the pool claimed: a FIFO the client
+  <pid>.argv     makes (mkfifo), and its arguments; the agent removes the
+                 argv file when it takes the call
   requests       the agent's FIFO: the client writes "<pid> <host name>
-                 <forward>\\n", forward 1 with MULTINODE_WRAPPER_FORWARD_STREAMS=1,
-                 else 0 (one write shorter than PIPE_BUF: never mixed with
+                 <forward> [<k>]\\n", forward 1 with
+                 MULTINODE_WRAPPER_FORWARD_STREAMS=1, else 0, k its claimed
+                 slot (one write shorter than PIPE_BUF: never mixed with
                  another)
 
 A forwarded call's output goes straight into the client's stdout and
@@ -54,15 +64,18 @@ from .wrapper import call_outcome, find_rank, parse_ssh_argv, report_failure
 MAX_ARGV_BYTES = 1 << 20
 MAX_MESSAGE_BYTES = 4000  # an answer stays one write to the client's FIFO
 STOP_CHECK_SECONDS = 0.2
+POOL_MIN, POOL_MAX = 16, 256  # reply FIFOs made ahead: one per slot of the job's ranks, within these
+RECLAIM_SECONDS = 1.0  # how often an idle agent looks for claims of clients that died before they asked
 AGENT_ENDED = "255 %s: the job's agent ended before the call did" % PROG
 
 
 class Call:
     """One wrapper call the agent is making."""
 
-    def __init__(self, call_id, pid, pidfd, reply_fd, forward=False):
+    def __init__(self, call_id, pid, pidfd, reply_fd, forward=False, slot=None):
         self.id, self.pid, self.pidfd, self.reply_fd = call_id, pid, pidfd, reply_fd
         self.forward = forward
+        self.slot = slot  # its claimed slot of the pool (reply_fd the pool's), or None
         self.me = self.target = self.record = self.node = None
         self.status = self.error = None
         self.outputs = {}  # forwarded: FRAME_STDOUT/FRAME_STDERR: forwarding.Output
@@ -94,6 +107,10 @@ class Agent:
         self.channels = {}  # node: its channel (the live ones)
         self.next_id = 1
         self.stopping = False
+        self.pool_size = max(POOL_MIN, min(POOL_MAX, sum(rank.slots for rank in spec.ranks)))
+        self.pool = []  # slot: the agent's fd of its reply FIFO (open_pool)
+        self.slot_calls = {}  # slot: the Call that holds it
+        self.reclaimed_at = 0.0
 
     # -- the supervisor's side ---------------------------------------------
 
@@ -102,6 +119,10 @@ class Agent:
         (which closes the supervisor's fds `close`)."""
         os.makedirs(self.directory, 0o700)
         os.mkfifo(self.requests_path, 0o600)
+        for slot in range(self.pool_size):  # the directory is not the job user's yet: no race
+            path = self.slot_path(slot, "reply")
+            os.mkfifo(path, 0o600)
+            os.chown(path, self.user.pw_uid, self.user.pw_gid)
         # Held open for reading and writing, here and in the agent, until
         # the agent's end: a client's open never blocks, and no client's
         # line is lost between two of them.
@@ -125,14 +146,27 @@ class Agent:
 
     def calls_in_flight(self):
         """Whether a call through the agent is still being made: its
-        client's reply FIFO is there until the client ends (one left by a
-        client killed before it asked does not count)."""
+        client's claim, or its own reply FIFO, is there until the client
+        ends (one left by a client killed before it asked does not count)."""
         try:
             names = os.listdir(self.directory)
         except OSError:
             return False
-        return any(name.endswith(".reply") and name[:-6].isdigit()
-                   and os.path.exists("/proc/" + name[:-6]) for name in names)
+        for name in names:
+            if name.endswith(".reply") and name[:-6].isdigit():
+                pid = int(name[:-6])
+            elif name.startswith("pool-") and name.endswith(".claim"):
+                pid = self.claimant(name)
+            else:
+                continue
+            if pid is not None and os.path.exists("/proc/%d" % pid):
+                return True
+        return False
+
+    def claimant(self, name):
+        """The pid in claim file `name`, or None (none written yet)."""
+        pid = (self.read_own(name, 32) or b"").split(b"\0", 1)[0]
+        return int(pid) if pid.isdigit() else None
 
     def check(self):
         """On each poll of the supervisor: if the agent process ended before
@@ -167,20 +201,28 @@ class Agent:
         except OSError:
             return
         for name in names:
-            pid = name[:-len(".reply")]
-            if not (name.endswith(".reply") and pid.isdigit()):
+            key = name[:-len(".reply")]
+            if not (name.endswith(".reply") and (key.isdigit() or key.startswith("pool-"))):
                 continue
             try:  # only a reply FIFO that its client holds open
                 reply = os.open(os.path.join(self.directory, name), os.O_WRONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
             except OSError:
                 continue
-            taken = not os.path.exists(os.path.join(self.directory, pid + ".argv"))
+            if key.isdigit():
+                taken = not os.path.exists(os.path.join(self.directory, key + ".argv"))
+            else:  # a claim the agent took is cut to the pid
+                claim = self.read_own(key + ".claim", 32)
+                taken = claim is None or not claim.endswith(b"\0")
             try:
                 os.write(reply, ((AGENT_ENDED if taken else "slow") + "\n").encode())
             except OSError:
                 pass
             os.close(reply)
-            self.unlink_call_files(int(pid))
+            if key.isdigit():
+                self.unlink_call_files(int(key))
+            else:  # no later client uses the pool (no request FIFO): never answered twice
+                self.unlink(name)
+                self.unlink(key + ".claim")
 
     # -- the agent process -------------------------------------------------
 
@@ -194,6 +236,7 @@ class Agent:
         self.channels = {node: transport.channel() for node, transport in self.transports.items()}
         supervisor_gone = os.pidfd_open(supervisor)
         self.pending = b""
+        self.open_pool()
         try:
             while True:
                 if self.stopping:
@@ -203,6 +246,8 @@ class Agent:
                 handlers, writers = self.handlers(), self.writers()
                 handlers[supervisor_gone] = None
                 readable, writable, _ = select.select(list(handlers), list(writers), [], STOP_CHECK_SECONDS)
+                if not readable and not writable and time.monotonic() - self.reclaimed_at > RECLAIM_SECONDS:
+                    self.reclaim()
                 for fd in writable:
                     writers[fd]()
                 for fd in readable:
@@ -292,42 +337,78 @@ class Agent:
             self.finish(call, call.status)
 
     def accept(self, line):
-        """A client's request line: open its reply FIFO, read its argv, and
-        make the call (or answer at once)."""
+        """A client's request line: take its claimed slot (or open its own
+        reply FIFO), read its argv, and make the call (or answer at once)."""
         try:
-            pid_text, name, *forward = line.decode().split(" ")
+            pid_text, name, *rest = line.decode().split(" ")
             pid = int(pid_text)
+            slot = int(rest[1]) if len(rest) > 1 else None
         except ValueError:
             return
-        reply_fd = self.open_own("%d.reply" % pid, stat.S_ISFIFO, os.O_RDWR)
-        if reply_fd is None:
-            return  # nowhere to answer
-        argv_fd = self.open_own("%d.argv" % pid, stat.S_ISREG, os.O_RDONLY)
+        if slot is None:
+            self.reclaim()  # the pool ran dry: a client that died may hold a slot
+            reply_fd = self.open_own("%d.reply" % pid, stat.S_ISFIFO, os.O_RDWR)
+            data = self.take_argv(pid)
+        elif 0 <= slot < len(self.pool) and self.slot_free(slot):
+            reply_fd = self.pool[slot]
+            data = self.take_claim(pid, slot)
+            if data is None:
+                return  # not the client's claim: never answered on another call's FIFO
+        else:
+            return  # not a slot of the pool, or one in use
         try:
             pidfd = os.pidfd_open(pid)
         except OSError:  # the client is gone already
-            for fd in (reply_fd, argv_fd):
-                if fd is not None:
-                    os.close(fd)
-            self.unlink_call_files(pid)
+            if slot is not None:
+                self.release(slot)
+            else:
+                if reply_fd is not None:
+                    os.close(reply_fd)
+                self.unlink_call_files(pid)
             return
-        call = Call(self.next_id, pid, pidfd, reply_fd, forward == ["1"])
+        if reply_fd is None:
+            os.close(pidfd)
+            return  # nowhere to answer
+        call = Call(self.next_id, pid, pidfd, reply_fd, rest[:1] == ["1"], slot)
         self.next_id += 1
         self.calls[call.id] = call
+        if slot is not None:
+            self.slot_calls[slot] = call
         try:
-            return self.make(call, argv_fd, name)
+            return self.make(call, data, name)
         except Exception as exc:  # the client must get an answer, the agent go on
             return self.answer(call, "255 %s: the job's agent failed: %s" % (PROG, exc))
 
-    def make(self, call, argv_fd, name):
+    def take_argv(self, pid):
+        """The arguments in the client's own argv file (b"": none), which
+        goes: the call is taken (ended() tells so)."""
+        data = b""
+        fd = self.open_own("%d.argv" % pid, stat.S_ISREG, os.O_RDONLY)
+        if fd is not None:
+            with os.fdopen(fd, "rb", buffering=0) as handle:
+                data = handle.read(MAX_ARGV_BYTES + 1)
+        self.unlink("%d.argv" % pid)
+        return data
+
+    def take_claim(self, pid, slot):
+        """The arguments in the slot's claim, which is cut to the pid: the
+        call is taken (ended() tells so). None if it is not pid's claim."""
+        fd = self.open_own(self.slot_name(slot, "claim"), stat.S_ISREG, os.O_RDWR)
+        if fd is None:
+            return None
+        mine = b"%d\0" % pid
+        with os.fdopen(fd, "r+b", buffering=0) as handle:
+            data = handle.read(len(mine) + MAX_ARGV_BYTES + 1)
+            if not data.startswith(mine):
+                return None
+            os.ftruncate(fd, len(mine) - 1)
+        return data[len(mine):]
+
+    def make(self, call, data, name):
         """What the Python wrapper does for its call, up to sending it."""
         args = None
-        if argv_fd is not None:
-            with os.fdopen(argv_fd, "rb") as handle:
-                data = handle.read(MAX_ARGV_BYTES + 1)
-            if len(data) <= MAX_ARGV_BYTES and data.endswith(b"\0"):
-                args = [os.fsdecode(word) for word in data[:-1].split(b"\0")]
-        self.unlink("%d.argv" % call.pid)  # the call is taken (ended() tells so)
+        if len(data) <= MAX_ARGV_BYTES and data.endswith(b"\0"):
+            args = [os.fsdecode(word) for word in data[:-1].split(b"\0")]
         call.me = next((rank for rank in self.spec.ranks if rank.name == name), None)
         if args is None or call.me is None:
             return self.answer(call, "slow")
@@ -394,9 +475,14 @@ class Agent:
             self.channels[call.node].cancel(call.id)
         self.close_outputs(call)
         os.close(call.pidfd)
-        os.close(call.reply_fd)
-        self.unlink_call_files(call.pid)
         del self.calls[call.id]
+        if call.slot is not None:
+            del self.slot_calls[call.slot]
+            self.release(call.slot)
+        else:
+            if call.reply_fd is not None:
+                os.close(call.reply_fd)
+            self.unlink_call_files(call.pid)
 
     def close_outputs(self, call):
         call.close_outputs()
@@ -412,6 +498,77 @@ class Agent:
                     output.end()  # what came, as far as its reader takes it now
                 self.close_outputs(call)
                 self.finish(call, None, why)
+
+    # -- the pool of reply FIFOs -------------------------------------------
+
+    def slot_name(self, slot, kind):
+        return "pool-%d.%s" % (slot, kind)
+
+    def slot_path(self, slot, kind):
+        return os.path.join(self.directory, self.slot_name(slot, kind))
+
+    def open_pool(self):
+        """Open the pool's FIFOs (start made them), here in the agent: only
+        a client holds one open once the agent is gone (ended())."""
+        for slot in range(self.pool_size):
+            fd = self.open_own(self.slot_name(slot, "reply"), stat.S_ISFIFO, os.O_RDWR)
+            if fd is None:
+                break  # the pool ends here
+            self.pool.append(fd)
+
+    def slot_free(self, slot):
+        """Whether no call holds the slot: none took it, or the one that
+        did was answered "slow" and its client gave the slot back (removed
+        its claim, after it read the answer) before it ended."""
+        holder = self.slot_calls.get(slot)
+        if holder is None:
+            return True
+        if not holder.answered or self.read_own(self.slot_name(slot, "claim"), 32) == b"%d" % holder.pid:
+            return False
+        del self.slot_calls[slot]
+        holder.slot = holder.reply_fd = None  # the pool's FIFO is no longer its
+        return True
+
+    def release(self, slot):
+        """The slot's client ended: its FIFO emptied (an answer it did not
+        read), then its claim removed, so that the next client claims it."""
+        try:
+            while os.read(self.pool[slot], 1 << 16):
+                pass
+        except BlockingIOError:
+            pass
+        self.unlink(self.slot_name(slot, "claim"))
+
+    def reclaim(self):
+        """Free the slots claimed by clients that died before they asked:
+        the pid in the claim is gone, or no pid was written and no process
+        holds the claim open (its client died between the claim and the
+        write)."""
+        self.reclaimed_at = time.monotonic()
+        for slot in range(len(self.pool)):
+            if slot in self.slot_calls:
+                continue
+            name = self.slot_name(slot, "claim")
+            data = self.read_own(name, 32)
+            if data is None:
+                continue  # free
+            pid = data.split(b"\0", 1)[0]
+            if pid.isdigit():
+                if not os.path.exists("/proc/%d" % int(pid)):
+                    self.release(slot)
+            elif not held_open(self.slot_path(slot, "claim")) and self.read_own(name, 32) == b"":
+                self.release(slot)
+
+    def read_own(self, name, size):
+        """The first `size` bytes of the job user's regular file `name`, or
+        None."""
+        fd = self.open_own(name, stat.S_ISREG, os.O_RDONLY)
+        if fd is None:
+            return None
+        try:
+            return os.read(fd, size)
+        finally:
+            os.close(fd)
 
     def close_requests(self):
         """No more requests: the request FIFO goes (a later client takes the
@@ -431,3 +588,21 @@ class Agent:
             os.unlink(os.path.join(self.directory, name))
         except OSError:
             pass
+
+
+def held_open(path):
+    """Whether a process other than this one has `path` open."""
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            fds = os.listdir("/proc/%s/fd" % pid)
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if os.readlink("/proc/%s/fd/%s" % (pid, fd)) == path:
+                    return True
+            except OSError:
+                continue
+    return False

@@ -41,15 +41,33 @@ TEXT = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters=
 # environment (read from /proc, which only the job user may), exec_all - "$@"
 # with the script on stdin. (Root cannot join rank 0's own namespace here:
 # opening /proc/PID/ns/uts of another user needs CAP_SYS_PTRACE.)
+# exec_all waits for rank 0 only, as it promises; its worker calls run on in
+# the background. docker exec keeps the exec's output open for at most 2 s
+# after its first process ended (moby's daemon/monitor.go), so a worker line
+# later than that (a slow-path wrapper on a loaded machine) was cut off,
+# status 0, nothing on stderr. So the first process here becomes the child
+# subreaper of what exec_all starts and ends when all of it has, with rank
+# 0's status: every line is in docker exec's output.
 # The script prints one line per rank: the rank, then each argument as hex,
 # so arguments holding newlines cannot blur the lines.
 AS_RANK0 = ('hostname "$1" && shift && '
             'exec setpriv --reuid=fuzz --regid=fuzz --init-groups -- /usr/bin/python3 "$@"')
 ENTER_JOB = """
-import os, sys
+import ctypes, os, sys
 with open("/proc/%s/environ" % sys.argv[1], "rb") as handle:
     env = dict(item.split(b"=", 1) for item in handle.read().split(b"\\0") if b"=" in item)
-os.execve("/bin/sh", ["sh", "-c", '. /multinode/generic-helper; exec_all - "$@"', "sh"] + sys.argv[2:], env)
+if ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0) != 0:  # PR_SET_CHILD_SUBREAPER
+    sys.exit("prctl(PR_SET_CHILD_SUBREAPER): errno %d" % ctypes.get_errno())
+helper = os.fork()
+if helper == 0:
+    os.execve("/bin/sh", ["sh", "-c", '. /multinode/generic-helper; exec_all - "$@"', "sh"] + sys.argv[2:], env)
+status = os.waitpid(helper, 0)[1]
+while True:
+    try:
+        os.wait()
+    except ChildProcessError:
+        break
+sys.exit(os.waitstatus_to_exitcode(status))
 """
 PRINT_ARGS = """printf '%s' "$RANK"
 for a do printf ' :%s' "$(printf '%s' "$a" | od -An -v -tx1 | tr -d ' \\n')"; done
