@@ -1,12 +1,12 @@
 """A job's inputs on a node: the job user, the environment and argv a rank
 starts with, secrets, files and cwd.
 
-Secrets: the spec keeps `secret://NAME` references (secret_env: {key: NAME},
-secret_args: arguments that expand them); the values arrive separately
+Secrets: the spec keeps `secret://NAME` references (secret_env: {key: NAME};
+arguments that expand them, secret_args, are refused); the values arrive separately
 (`secrets JOB`, from a no_log task) and are kept in the job's directory on
 /run, readable by root only. Only the processes that start a rank's command
 (head supervisor, launcher: root) read them, and only into that command's
-environment and argv.
+environment.
 
 Files: written by prepare as the job user (never root: the paths are on a
 real host), parents created as the job user where missing. A new file is
@@ -140,14 +140,15 @@ def job_environment(spec, rank, user):
 
 
 def job_argv(spec):
-    """The spec's argv with the arguments that expand secrets filled in."""
-    argv = list(spec.argv)
+    """The spec's argv. A spec whose arguments expand secrets (secret_args:
+    the controller refuses them) is refused here too: every user of the node
+    could read the value in the process's command line."""
     if spec.secret_args:
-        values = job_secrets(spec)
-        for item in spec.secret_args:
-            argv[item.index] = "".join(
-                values[value] if kind == "secret" else value for kind, value in item.parts)
-    return argv
+        raise RuntimeFailure("job %s: argument %d expands a secret:// env value, and every user of "
+                             "node %s can read a process's command line; read the secret from the "
+                             "job's environment instead" % (spec.job, spec.secret_args[0].index,
+                                                             socket.gethostname()))
+    return list(spec.argv)
 
 
 # -- what a rank runs, and where ---------------------------------------------
