@@ -143,7 +143,7 @@ def test_logs_are_readable_by_root_and_the_jobs_user_only(attacked):
     fuzz = pwd.getpwnam(lj.JOB_USER)
     info = {Path(path).name: (stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid) if st else None
             for path, st in attacked["node_logs"].items()}
-    assert info == {"fuzz-multinode": (0o711, 0, 0), "jobs": (0o711, 0, 0),
+    assert info == {"fuzz-multinode": (0o711, 0, 0), "jobs": (0o755, 0, 0),
                     "rp-output": (0o2750, 0, fuzz.pw_gid), "job.log": (0o640, 0, fuzz.pw_gid)}
     assert "Permission denied" in attacked["nobody_reads"]
     run = attacked["run"]

@@ -178,25 +178,27 @@ def create_job_dir(job, node, raw_spec, user, script):
     """The job's directory, its log directory (emptied) and the runtime's
     ssh control directory, owned so that the job user can write what its
     wrapper calls record and read nothing that is root's; no other user
-    reads or lists any of it (the top directories are 0711: the job names
-    are not listed, the job's own directories are 0750 with its group)."""
-    for path, mode in ((STATE_DIR, 0o755), (JOBS_DIR, 0o711), (CONTROL_DIR, 0o700), (LOG_DIR, 0o711)):
+    reads any of it: the job's directory is 0751 (others may only pass
+    through it: to its launch socket, whose own check refuses them) with
+    the job's group, its files are root's or the group's only; LOG_DIR is
+    0711. (JOBS_DIR stays listable: the wrapper finds its job there.)"""
+    for path, mode in ((STATE_DIR, 0o755), (JOBS_DIR, 0o755), (CONTROL_DIR, 0o700), (LOG_DIR, 0o711)):
         os.makedirs(path, mode, exist_ok=True)
         os.chmod(path, mode)
     os.chown(CONTROL_DIR, user.pw_uid, user.pw_gid)
     directory = job_dir(job)
-    os.makedirs(directory, 0o750)
+    os.makedirs(directory, 0o751)
     os.chown(directory, 0, user.pw_gid)
-    os.chmod(directory, 0o750)
+    os.chmod(directory, 0o751)
     os.makedirs(os.path.join(directory, NAMESPACES_DIR), 0o700)
     for name in (EVENTS_DIR, CALLS_DIR):
         os.makedirs(os.path.join(directory, name), 0o700)
         os.chown(os.path.join(directory, name), user.pw_uid, user.pw_gid)
-    write_file(os.path.join(directory, NODE_FILE), node + "\n", 0o644)
+    write_file(os.path.join(directory, NODE_FILE), node + "\n", 0o640, gid=user.pw_gid)
     # The spec holds the job's env: readable by root and the job user only.
     write_file(os.path.join(directory, SPEC_FILE), raw_spec, 0o640, gid=user.pw_gid)
     if script is not None:
-        write_file(os.path.join(directory, SCRIPT_FILE), script, 0o755)
+        write_file(os.path.join(directory, SCRIPT_FILE), script, 0o750, gid=user.pw_gid)
     # Logs hold whatever the job printed: root's and the job's group's only
     # (set-group-id: every log made in it is of the job's group).
     logs = os.path.join(LOG_DIR, job)
