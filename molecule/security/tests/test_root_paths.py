@@ -62,7 +62,9 @@ def test_a_workers_teardown_removes_the_jobs_links_and_unregisters_the_job(worke
     """A crashed teardown there left the job directory behind, and every
     later run of the job name failed at prepare."""
     assert worker_links["rc"] == 0, worker_links["output"][-6000:]
-    assert "worker links made on rp-worker-links-1" in worker_links["output"], worker_links["output"][-6000:]
+    rank_log = worker_links["logs"] / "rp-worker-links" / "rank-1.log"
+    assert rank_log.exists() and rank_log.read_text() == "worker links made on rp-worker-links-1\n", (
+        worker_links["output"][-6000:])
     assert worker_links["worker"]["registered"] is False, worker_links["worker"]
 
 
