@@ -52,22 +52,33 @@ class ActionModule(ActionBase):
         return result
 
     def _bring_home(self, params, answer):
-        """The cleanup answer, with the logs it names written to the controller."""
+        """The cleanup answer, with the logs it names written to the
+        controller: the playbook user's only (directories 0700, files 0600),
+        as the job may have printed anything."""
         written = {}
         for entry in answer.pop("logs", []):
             if not params["logs"]:
                 break
             dest = os.path.join(params["logs"], entry["name"])
-            os.makedirs(params["logs"], exist_ok=True)
-            if "data" in entry:
-                with open(dest, "wb") as handle:
+            os.makedirs(params["logs"], 0o700, exist_ok=True)
+            with _private(dest) as handle:
+                if "data" in entry:
                     handle.write(base64.b64decode(entry["data"]))
-            else:
-                self._connection.fetch_file(entry["path"], dest)
+            if "data" not in entry:
+                self._connection.fetch_file(entry["path"], dest)  # into the 0600 file made
             written[str(entry["rank"])] = dest
         job_log = answer.pop("job_log", None)
         if job_log and params["job_log"]:
-            os.makedirs(os.path.dirname(params["job_log"]) or ".", exist_ok=True)
+            os.makedirs(os.path.dirname(params["job_log"]) or ".", 0o700, exist_ok=True)
+            _private(params["job_log"], truncate=False).close()
             self._connection.fetch_file(job_log["path"], params["job_log"])
         answer["logs"] = written
         return answer
+
+
+def _private(path, truncate=True):
+    """`path` opened for writing, made the playbook user's only (0600, also
+    when it was there from an earlier run)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if truncate else 0), 0o600)
+    os.fchmod(fd, 0o600)
+    return os.fdopen(fd, "wb")

@@ -39,9 +39,9 @@ expanded; in script mode the script text is left alone (its shell expands) and
 
 Secrets (``secret://NAME`` env values, NAME being ``scope/name``): the spec
 keeps the references, in every rank's ``env`` and in ``secret_env`` (``{key:
-NAME}``); an argument that expands a secret key shows the reference in
-``argv`` and is listed in ``secret_args`` (``{index, parts}``, ``parts`` being
-``["text", ...]`` and ``["secret", NAME]`` pieces). Values never pass through
+NAME}``); an argument that expands a secret key is refused (a command line
+is readable by every user of a node), so ``secret_args`` is empty. Values
+never pass through
 the controller's modules: the node runtime resolves the references from the
 values the play delivers to it separately. ``check_secrets`` (the run
 policy, module_utils/fuzzfile.py) refuses a reference to a name that
@@ -165,30 +165,6 @@ def plan_files(job: Job, files: Optional[Mapping[str, Any]]) -> List[Dict[str, s
             )
         planned.append({"path": path, "name": name, "contents": contents})
     return planned
-
-
-def _secret_parts(value: str, env: Mapping[str, str], secrets: Mapping[str, str]) -> Optional[List[List[str]]]:
-    """``value`` expanded like ``expand``, as ``[["text", ...], ["secret",
-    NAME], ...]`` pieces when it names a secret env key (the node runtime
-    puts the secret's value there), else ``None``."""
-    parts: List[List[str]] = []
-    text, position, found = "", 0, False
-    for match in _EXPAND_RE.finditer(value):
-        name = match.group(1) or match.group(2)
-        text += value[position:match.start()]
-        position = match.end()
-        if name in secrets:
-            found = True
-            if text:
-                parts.append(["text", text])
-            parts.append(["secret", secrets[name]])
-            text = ""
-        else:
-            text += env.get(name, "")
-    text += value[position:]
-    if text:
-        parts.append(["text", text])
-    return parts if found else None
 
 
 def _local_nodes(job: Job, nodes: Any, count: int) -> List[Any]:
@@ -393,13 +369,9 @@ def _render(
         words = job.args
     expansion = _expansion_env(head_env, run)
     argv = [expand(arg, expansion) for arg in words]
-    # An argument naming a secret env key shows the reference in argv; the
-    # node runtime puts the value in (secret_args), never the controller.
-    secret_args = []
-    for index, arg in enumerate(words):
-        parts = _secret_parts(arg, expansion, secrets)
-        if parts is not None:
-            secret_args.append({"index": index, "parts": parts})
+    # An argument expanding a secret is refused by the run policy
+    # (check_secret_arguments); the node runtime refuses any in a spec too.
+    secret_args: List[Dict[str, Any]] = []
 
     spec: Dict[str, Any] = {
         "job": job.name,

@@ -42,9 +42,9 @@ description:
   - >-
     C(secret://NAME) values of the job's C(env) stay references in the spec: every rank's
     RV(spec.ranks[].env) holds the reference, RV(spec.secret_env) maps each such key to its
-    NAME, and an argument that expands such a key (command mode, or C(args)) shows the
-    reference in RV(spec.argv) and is listed in RV(spec.secret_args). The node runtime puts
-    the values in when a rank starts, from values the play delivers to the nodes separately
+    NAME; an argument that expands such a key (command mode, or C(args)) is refused, naming
+    it (every user of a node can read a process's command line). The node runtime puts
+    the values into the environment when a rank starts, from values the play delivers to the nodes separately
     (the C(fuzz.multinode.job) role takes them from C(fuzz_multinode_secrets)), so no value
     ever appears in this module's result. With O(secret_names), a reference to a name not
     among them is refused, naming the job, the C(env) key and the reference.
@@ -257,13 +257,12 @@ spec:
     secret_args:
       description:
         - >-
-          The arguments of RV(spec.argv) that expand a secret C(env) key, by C(index), with
-          their C(parts): C([text, STRING]) and C([secret, NAME]) pieces the node runtime
-          joins with the secret values in place.
+          Always empty: an argument that expands a secret C(env) key is refused (the node
+          runtime refuses a spec that lists any, C({index, parts})).
       type: list
       elements: dict
       returned: success
-      sample: [{index: 2, parts: [[text, "Bearer "], [secret, user/api-token]]}]
+      sample: []
     files:
       description:
         - >-

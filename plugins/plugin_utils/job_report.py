@@ -8,9 +8,23 @@ fuzz.multinode.job_summary filter)."""
 from __future__ import annotations
 
 import os
+import re
 import time
 
 PROGRESS_EVERY = 30  # seconds without output before "[job] still running, ..."
+# What a terminal would act on rather than show: C0 controls but the tab,
+# DEL and C1 controls (ESC starts every escape sequence; U+009B is a CSI).
+_CONTROLS = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f]")
+
+
+def shown_on_terminal(text):
+    """`text` with every control character written out (\\x1b), so that
+    job output shown on the operator's terminal can neither move the cursor,
+    retitle the window nor hide lines; the saved log keeps the bytes. A
+    carriage return that ends the line (CRLF output) is only dropped."""
+    if text.endswith("\r"):
+        text = text[:-1]
+    return _CONTROLS.sub(lambda found: "\\x%02x" % ord(found.group()), text)
 
 
 def format_duration(seconds):
@@ -45,8 +59,10 @@ class LiveLog:
         if path:
             directory = os.path.dirname(path)
             if directory:
-                os.makedirs(directory, exist_ok=True)
-            self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
+                os.makedirs(directory, 0o700, exist_ok=True)
+            # The playbook user's only: the job may have printed anything.
+            self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o600)
+            os.fchmod(self.fd, 0o600)
 
     @property
     def offset(self):
@@ -98,7 +114,7 @@ class LiveLog:
         self.last_shown = self.clock()
         if not self.quiet:
             prefix = "[%s] " % self.job
-            self.show("\n".join(prefix + line.decode(errors="replace") for line in lines))
+            self.show("\n".join(prefix + shown_on_terminal(line.decode(errors="replace")) for line in lines))
 
 
 def _outcome(entry):

@@ -29,6 +29,7 @@ def runtime_state(tmp_path, monkeypatch):
     monkeypatch.setattr(registry, "STATE_DIR", str(state))
     monkeypatch.setattr(registry, "JOBS_DIR", str(state / "jobs"))
     monkeypatch.setattr(registry, "CONTROL_DIR", str(state / "ssh"))
+    monkeypatch.setattr(registry, "HOSTS_LOCK", str(state / "hosts.lock"))
     monkeypatch.setattr(registry, "LOG_DIR", str(tmp_path / "log"))
     hosts = tmp_path / "hosts"
     hosts.write_text("127.0.0.1 localhost\n")

@@ -114,29 +114,31 @@ def test_plan_refuses_a_missing_secret_only_when_names_are_given():
     assert plan(job)["secret_env"] == {"TOKEN": "user/token"}  # checked by whoever delivers
 
 
-def test_arguments_expanding_a_secret_show_the_reference_and_are_listed():
-    """The value goes into the argument on the node, never through the
-    controller; the rest of the argument is expanded as usual."""
-    job = make_job(env=[("TOKEN", "secret://user/token"), ("WHO", "me")],
-                   command=["curl", "-H", "Authorization: Bearer $TOKEN", "${TOKEN}"],
-                   args=["$WHO:${TOKEN}:$TOKEN$WHO", "$NOPE"])
-    spec = plan(job)
-    assert spec["argv"] == ["curl", "-H", "Authorization: Bearer secret://user/token",
-                            "secret://user/token", "me:secret://user/token:secret://user/tokenme", ""]
-    assert spec["secret_args"] == [
-        {"index": 2, "parts": [["text", "Authorization: Bearer "], ["secret", "user/token"]]},
-        {"index": 3, "parts": [["secret", "user/token"]]},
-        {"index": 4, "parts": [["text", "me:"], ["secret", "user/token"], ["text", ":"],
-                               ["secret", "user/token"], ["text", "me"]]},
-    ]
+@pytest.mark.parametrize("command, args, field", [
+    (["curl", "-H", "Authorization: Bearer $TOKEN"], [], "command[2]"),
+    (["curl"], ["$WHO:${TOKEN}"], "args[0]"),
+    (None, ["plain", "$TOKEN"], "args[1]"),  # script mode: args only
+])
+def test_an_argument_expanding_a_secret_is_refused_naming_it(command, args, field):
+    """A command line is readable by every user of a node (ps): a secret
+    never goes into one (issue 12); its value is read from the env."""
+    job = make_job(env=[("TOKEN", "secret://user/token"), ("WHO", "me")], command=command,
+                   script="#!/bin/sh\necho \"$TOKEN\"\n" if command is None else None, args=args)
+    with pytest.raises(FuzzfileError) as info:
+        plan(job)
+    assert str(info.value) == (
+        "jobs.solve.%s: expands a secret:// env value, and every user of a node can read a "
+        "process's command line (ps); read the secret from the job's environment instead" % field)
 
 
-def test_script_mode_args_expanding_a_secret_are_listed_by_their_index_in_argv():
-    job = make_job(command=None, script="#!/bin/sh\necho \"$TOKEN\"\n",
-                   env=[("TOKEN", "secret://user/token")], args=["plain", "$TOKEN"])
-    spec = plan(job)
-    assert spec["script"] == "#!/bin/sh\necho \"$TOKEN\"\n"  # its shell expands the value
-    assert spec["secret_args"] == [{"index": 1, "parts": [["secret", "user/token"]]}]
+def test_the_node_refuses_a_spec_whose_arguments_expand_a_secret(jobs_dir):
+    """Defence in depth: a spec with secret_args (an older controller's) is
+    refused on the node before any value is read."""
+    spec = dict(secret_spec(), secret_args=[{"index": 1, "parts": [["secret", "user/token"]]}])
+    register(jobs_dir, spec)
+    with pytest.raises(RuntimeFailure, match=r"^job solve: argument 1 expands a secret:// env value, "
+                                             r"and every user of node \S+ can read a process's command line"):
+        inputs.job_argv(typed(spec))
 
 
 # ---------------------------------------------------------------------------
@@ -201,11 +203,11 @@ def register(jobs_dir, spec):
 
 def secret_spec():
     job = make_job(env=[("TOKEN", "secret://user/token"), ("PLAIN", "x")],
-                   command=["/bin/echo", "--token=$TOKEN"])
+                   command=["/bin/echo", "--token"])
     return plan(job)
 
 
-def test_secret_values_reach_the_env_and_argv_of_every_rank(jobs_dir, monkeypatch):
+def test_secret_values_reach_the_env_of_every_rank(jobs_dir, monkeypatch):
     spec = secret_spec()
     directory = register(jobs_dir, spec)
     (directory / "secrets.json").write_text(json.dumps({"user/token": "v a l$ue"}))
@@ -213,7 +215,7 @@ def test_secret_values_reach_the_env_and_argv_of_every_rank(jobs_dir, monkeypatc
     for rank in typed(spec).ranks:
         env = inputs.job_environment(typed(spec), rank, user)
         assert (env["TOKEN"], env["PLAIN"]) == ("v a l$ue", "x")
-    assert inputs.job_argv(typed(spec)) == ["/bin/echo", "--token=v a l$ue"]
+    assert inputs.job_argv(typed(spec)) == ["/bin/echo", "--token"]
     # The spec itself (spec.json, readable by the job user) never holds it.
     assert "v a l$ue" not in (directory / "spec.json").read_text()
 
@@ -237,7 +239,7 @@ def test_a_bad_secret_value_fails_without_showing_it(jobs_dir, value, message):
     directory = register(jobs_dir, spec)
     (directory / "secrets.json").write_text(json.dumps({"user/token": value}))
     with pytest.raises(RuntimeFailure) as info:
-        inputs.job_argv(typed(spec))
+        inputs.job_environment(typed(spec), typed(spec).ranks[0], pwd.getpwuid(os.getuid()))
     assert str(info.value) == message
 
 
@@ -245,7 +247,8 @@ def test_an_integer_secret_value_is_used_as_its_digits(jobs_dir):
     spec = secret_spec()
     directory = register(jobs_dir, spec)
     (directory / "secrets.json").write_text(json.dumps({"user/token": 1234}))
-    assert inputs.job_argv(typed(spec)) == ["/bin/echo", "--token=1234"]
+    env = inputs.job_environment(typed(spec), typed(spec).ranks[0], pwd.getpwuid(os.getuid()))
+    assert env["TOKEN"] == "1234"
 
 
 def test_secrets_command_keeps_only_the_referenced_values_root_only(jobs_dir, monkeypatch):

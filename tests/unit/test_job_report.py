@@ -7,6 +7,7 @@ clusters is checked by molecule/failure."""
 
 import os
 import re
+import stat
 
 import pytest
 from hypothesis import given
@@ -18,6 +19,7 @@ from multinode_runtime.spec import JobSpec
 from ansible_collections.fuzz.multinode.plugins.plugin_utils.job_report import (
     LiveLog,
     format_duration,
+    shown_on_terminal,
     summary_lines,
 )
 
@@ -104,8 +106,21 @@ def test_live_log_shows_each_line_once_however_the_log_is_cut(tmp_path_factory, 
     lines = data.split(b"\n")
     if lines[-1] == b"":
         lines.pop()
-    expected = ["[job] " + line.decode(errors="replace") for line in lines]
+    expected = ["[job] " + shown_on_terminal(line.decode(errors="replace")) for line in lines]
     assert [line for piece in shown for line in piece.split("\n")] == expected
+
+
+def test_live_log_shows_control_sequences_written_out_and_keeps_their_bytes(tmp_path):
+    """A job's escape sequences never reach the operator's terminal (issue
+    12): no clearing the screen, retitling the window, or a CR hiding what
+    came before on the line; the saved log is byte-exact."""
+    log, shown, _ = live_log(tmp_path)
+    data = b"\x1b[2J\x1b]0;owned\x07ok\rfake line\t|\xc2\x9b31m\x7f\r\ncrlf\r\n"
+    log.add(data, len(data))
+    log.finish()
+    assert (tmp_path / "logs" / "job.log").read_bytes() == data
+    assert shown == ["[job] \\x1b[2J\\x1b]0;owned\\x07ok\\x0dfake line\t|\\x9b31m\\x7f\n[job] crlf"]
+    assert stat.S_IMODE(os.stat(tmp_path / "logs" / "job.log").st_mode) == 0o600
 
 
 def test_still_running_after_a_silence(tmp_path):

@@ -19,7 +19,7 @@ def ansible_playbook():
     return found
 
 
-def run(tmp_path, job, hosts=1):
+def run(tmp_path, job, hosts=1, extra=()):
     fuzzfile = tmp_path / "job.yml"
     fuzzfile.write_text(yaml.safe_dump({"version": "v4", "jobs": {"solve": job}}))
     inventory = tmp_path / "inventory"
@@ -28,7 +28,7 @@ def run(tmp_path, job, hosts=1):
         for i in range(hosts)))
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(TOP), ANSIBLE_CONFIG=str(TOP / "ansible.cfg"))
     proc = subprocess.run(
-        [ansible_playbook(), "run-job.yml", "-i", str(inventory), "-e", "fuzzfile=%s" % fuzzfile],
+        [ansible_playbook(), "run-job.yml", "-i", str(inventory), "-e", "fuzzfile=%s" % fuzzfile, *extra],
         cwd=TOP, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
     assert "UNREACHABLE" not in proc.stdout and "ghost-0" not in proc.stdout.split("PLAY RECAP")[0], proc.stdout
     assert "Traceback" not in proc.stdout
@@ -63,3 +63,13 @@ def test_invalid_fuzzfile_is_refused_with_the_field(tmp_path):
     rc, out = run(tmp_path, job(multinode={"nodes": 0, "implementation": "generic"}), hosts=1)
     assert rc != 0
     assert "jobs.solve.multinode.nodes: must be an integer >= 1" in out
+
+
+def test_a_secret_in_a_command_line_is_refused_before_any_host(tmp_path):
+    """Every user of a node can read a command line (issue 12)."""
+    rc, out = run(tmp_path, job(env=["TOKEN=secret://user/token"], command=["/bin/sh", "run.sh", "$TOKEN"]),
+                  hosts=2, extra=["-e", '{"fuzz_multinode_secrets": {"user/token": "t0ken"}}'])
+    assert rc != 0
+    assert ("jobs.solve.command[2]: expands a secret:// env value, and every user of a node can read a "
+            "process's command line (ps); read the secret from the job's environment instead" in out), out
+    assert "t0ken" not in out

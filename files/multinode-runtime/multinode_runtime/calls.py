@@ -29,21 +29,23 @@ def record_call(job, record, caller=None):
 
 
 def read_call_records(job):
-    """Every call record of the job on this node."""
+    """Every call record of the job on this node. The directory is the job
+    user's: only what looks like a record counts (registry.read_job_record),
+    so a job's own files there never stall or crash the summary."""
     directory = registry.job_path(job, registry.CALLS_DIR)
-    try:
-        names = sorted(os.listdir(directory))
-    except OSError:
-        return []
     records = []
-    for name in names:
-        if name.endswith(".json"):
-            try:
-                with open(os.path.join(directory, name)) as handle:
-                    records.append(json.load(handle))
-            except (OSError, ValueError):
-                continue  # being rewritten
+    for name in registry.list_job_records(directory):
+        record = registry.read_job_record(directory, name)
+        if is_call_record(record):
+            records.append(record)
     return records
+
+
+def is_call_record(record):
+    def number(value):
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return (isinstance(record, dict) and number(record.get("start"))
+            and ("end" not in record or number(record["end"])))
 
 
 def rank_outcomes(spec, calls, ended):

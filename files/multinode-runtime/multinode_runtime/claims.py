@@ -79,7 +79,7 @@ def claim_lease(job):
 
 
 def write_claim(job, run, lease):
-    registry.write_file(registry.job_path(job, registry.RUN_FILE), "%s\n%d\n" % (run, lease), 0o644)
+    registry.write_file(registry.job_path(job, registry.RUN_FILE), "%s\n%d\n" % (run, lease), 0o600)
 
 
 def touch_claim(job):

@@ -96,7 +96,7 @@ def cmd_head(args):
     supervisor = (TaskArraySupervisor if spec.task_array is not None else Supervisor)(spec)
     result = supervisor.run()
     result["ranks"] = supervisor.rank_report(time.time())
-    registry.write_file(registry.job_path(job, registry.RESULT_FILE), json.dumps(result), 0o644)
+    registry.write_file(registry.job_path(job, registry.RESULT_FILE), json.dumps(result), 0o600)
     print(json.dumps(result))
 
 

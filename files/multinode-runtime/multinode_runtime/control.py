@@ -43,13 +43,15 @@ def start(job, run, controller_timeout, wait, log_offset):
     the job to end (a short job's start is then its only request)."""
     check_run(job, run)
     spec = load_spec(job)
-    registry.write_file(registry.job_path(job, registry.HEARTBEAT_FILE), "", 0o644)
-    with open(registry.job_path(job, registry.SUPERVISOR_OUT_FILE), "wb") as out:
+    registry.write_file(registry.job_path(job, registry.HEARTBEAT_FILE), "", 0o600)
+    out_fd = os.open(registry.job_path(job, registry.SUPERVISOR_OUT_FILE),
+                     os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(out_fd, "wb") as out:
         process = subprocess.Popen(
             registry.runtime_command("head", job, "--controller-timeout", str(controller_timeout)),
             stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
             start_new_session=True, close_fds=True)
-    registry.write_file(registry.job_path(job, registry.SUPERVISOR_PID_FILE), "%d\n" % process.pid, 0o644)
+    registry.write_file(registry.job_path(job, registry.SUPERVISOR_PID_FILE), "%d\n" % process.pid, 0o600)
     answer = status(job, run, wait, log_offset, started=process)
     answer.update(started=True, pid=process.pid, kill_grace=spec.kill_grace)
     return answer
@@ -87,7 +89,7 @@ def cancel(job, run, reason):
     """Ask the head supervisor to cancel the job (it stops the job on every
     node and writes its result)."""
     check_run(job, run)
-    registry.write_file(registry.job_path(job, registry.CANCEL_FILE), reason + "\n", 0o644)
+    registry.write_file(registry.job_path(job, registry.CANCEL_FILE), reason + "\n", 0o600)
     return {"changed": True, "job": job}
 
 

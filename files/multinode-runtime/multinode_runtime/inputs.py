@@ -1,12 +1,12 @@
 """A job's inputs on a node: the job user, the environment and argv a rank
 starts with, secrets, files and cwd.
 
-Secrets: the spec keeps `secret://NAME` references (secret_env: {key: NAME},
-secret_args: arguments that expand them); the values arrive separately
+Secrets: the spec keeps `secret://NAME` references (secret_env: {key: NAME};
+arguments that expand them, secret_args, are refused); the values arrive separately
 (`secrets JOB`, from a no_log task) and are kept in the job's directory on
 /run, readable by root only. Only the processes that start a rank's command
 (head supervisor, launcher: root) read them, and only into that command's
-environment and argv.
+environment.
 
 Files: written by prepare as the job user (never root: the paths are on a
 real host), parents created as the job user where missing. A new file is
@@ -20,6 +20,7 @@ cwd: never created (the vendor's image would provide it); a cwd the job
 user cannot enter fails the job before it starts, naming node and rank.
 """
 
+import contextlib
 import json
 import os
 import pwd
@@ -139,14 +140,15 @@ def job_environment(spec, rank, user):
 
 
 def job_argv(spec):
-    """The spec's argv with the arguments that expand secrets filled in."""
-    argv = list(spec.argv)
+    """The spec's argv. A spec whose arguments expand secrets (secret_args:
+    the controller refuses them) is refused here too: every user of the node
+    could read the value in the process's command line."""
     if spec.secret_args:
-        values = job_secrets(spec)
-        for item in spec.secret_args:
-            argv[item.index] = "".join(
-                values[value] if kind == "secret" else value for kind, value in item.parts)
-    return argv
+        raise RuntimeFailure("job %s: argument %d expands a secret:// env value, and every user of "
+                             "node %s can read a process's command line; read the secret from the "
+                             "job's environment instead" % (spec.job, spec.secret_args[0].index,
+                                                             socket.gethostname()))
+    return list(spec.argv)
 
 
 # -- what a rank runs, and where ---------------------------------------------
@@ -184,6 +186,61 @@ def job_cwd(spec, rank):
         raise RuntimeFailure("jobs.%s.cwd: %s: no such directory on node %s (rank %d, %s)" % (
             spec.job, spec.cwd, rank.node, rank.rank, rank.name))
     return spec.cwd
+
+
+@contextlib.contextmanager
+def entered_cwd(spec, rank, user):
+    """The cwd to start a rank's command in (job_cwd), as the job user
+    reaches it: the directory is opened by a process of the job user, and
+    the command starts in exactly that directory (/proc/PID/fd/N of the fd
+    held here), never where root's own lookup of the path would lead (a
+    link the job re-points between a check and the start). Valid while
+    the `with` lasts."""
+    path = job_cwd(spec, rank)
+    if os.getuid() != 0 or user.pw_uid == 0:
+        yield path
+        return
+    fd, error = open_directory_as(user, path)
+    if fd is None:
+        raise RuntimeFailure("jobs.%s.cwd: %s: %s for user %s on node %s (rank %d, %s)" % (
+            spec.job, path, error, user.pw_name, rank.node, rank.rank, rank.name))
+    try:
+        yield "/proc/%d/fd/%d" % (os.getpid(), fd)
+    finally:
+        os.close(fd)
+
+
+def open_directory_as(user, path):
+    """(an O_PATH fd of the directory `path`, None) as a process with the
+    job user's uid, gid and groups opens and enters it, or (None, why not).
+    The child only makes system calls (the caller may have threads)."""
+    mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    child = os.fork()
+    if child == 0:
+        status = 1
+        try:
+            mine.close()
+            os.setgroups(os.getgrouplist(user.pw_name, user.pw_gid))
+            os.setgid(user.pw_gid)
+            os.setuid(user.pw_uid)
+            try:
+                fd = os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+                os.fchdir(fd)  # the job user may enter it (search permission)
+                socket.send_fds(theirs, [b"ok"], [fd])
+            except OSError as exc:
+                theirs.send((exc.strerror or str(exc)).encode())
+            status = 0
+        finally:
+            os._exit(status)
+    theirs.close()
+    try:
+        message, fds, _, _ = socket.recv_fds(mine, 4096, 1)
+    finally:
+        mine.close()
+        os.waitpid(child, 0)
+    if fds:
+        return fds[0], None
+    return None, message.decode(errors="replace") or "cannot be entered"
 
 
 # -- files and cwd, checked and placed at prepare ------------------------------

@@ -18,7 +18,7 @@ from . import registry
 from .channel import ForkedCalls, serve_channel
 from .claims import touch_claim
 from .errors import RuntimeFailure
-from .inputs import job_command, job_cwd, job_environment, job_user
+from .inputs import entered_cwd, job_command, job_environment, job_user
 from .processes import (
     POLL_SECONDS,
     become_subreaper,
@@ -156,17 +156,17 @@ class Launch:
         become_subreaper()
         bind_cpus(self.spec, self.rank)
         log_fd = os.open(registry.rank_log_path(self.spec.job, self.rank),
-                         os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+                         os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o640)
         warning = limit_memory(self.spec, self.rank)
         if warning:
             write_all(log_fd, ("fuzz.multinode: warning: %s\n" % warning).encode())
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         env = job_environment(self.spec, self.rank, self.user)
-        cwd = job_cwd(self.spec, self.rank)
         argv = self.command(env)
         try:
-            child = spawn_as(self.user, argv, env, cwd, subprocess.DEVNULL, out_w, err_w)
+            with entered_cwd(self.spec, self.rank, self.user) as cwd:
+                child = spawn_as(self.user, argv, env, cwd, subprocess.DEVNULL, out_w, err_w)
         finally:
             os.close(out_w)
             os.close(err_w)

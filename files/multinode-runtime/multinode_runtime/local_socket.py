@@ -14,6 +14,7 @@ import select
 import signal
 import socket
 import struct
+import time
 
 from . import registry
 from .errors import RuntimeFailure
@@ -22,6 +23,14 @@ from .processes import process_in_namespaces, recorded_namespaces
 from .wire import FRAME_ERROR, FRAME_EXIT, parse_launch_request, send_frame, write_all
 
 _PEERCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
+REQUEST_WITHIN = 30  # seconds a connection has to send its request line
+
+
+def connection_limit(spec):
+    """How many connections the launch socket serves at once (each is a
+    root process): a few per rank, as its wrapper calls are; more wait in
+    the listen backlog, and a client's connect then waits too."""
+    return 32 + 4 * len(spec.ranks)
 
 
 def start_local_launcher(spec, user):
@@ -44,21 +53,31 @@ def start_local_launcher(spec, user):
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(sig, signal.SIG_DFL)
         server.settimeout(0.5)
+        limit, serving = connection_limit(spec), set()
         while True:
-            try:
-                conn, _ = server.accept()
-            except socket.timeout:
-                conn = None
+            conn = None
+            if len(serving) < limit:
+                try:
+                    conn, _ = server.accept()
+                except socket.timeout:
+                    pass
+            else:
+                time.sleep(0.05)
             if conn is not None:
-                if os.fork() == 0:
+                child = os.fork()
+                if child == 0:
                     server.close()
                     os._exit(serve_local_connection(conn, spec, user))
+                serving.add(child)
                 conn.close()
             try:
-                while os.waitpid(-1, os.WNOHANG)[0] > 0:
-                    pass
+                while True:
+                    ended, _ = os.waitpid(-1, os.WNOHANG)
+                    if not ended:
+                        break
+                    serving.discard(ended)
             except ChildProcessError:
-                pass
+                serving.clear()
     finally:
         os._exit(status)
 
@@ -66,16 +85,21 @@ def start_local_launcher(spec, user):
 def serve_local_connection(conn, spec, user):
     """One connection to the launch socket: check the peer, read the request
     line, then serve it with the connection as stdin and stdout."""
-    conn.settimeout(None)
     pid, uid, _ = _PEERCRED.unpack(conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size))
     if uid not in (0, user.pw_uid):
         return 1
+    # A client that connects and says nothing holds no place for long.
+    conn.settimeout(REQUEST_WITHIN)
     line = b""
-    while not line.endswith(b"\n") and len(line) < 1 << 20:
-        byte = conn.recv(1)  # byte by byte: what follows is the lifeline
-        if not byte:
-            return 1
-        line += byte
+    try:
+        while not line.endswith(b"\n") and len(line) < 1 << 20:
+            byte = conn.recv(1)  # byte by byte: what follows is the lifeline
+            if not byte:
+                return 1
+            line += byte
+    except socket.timeout:
+        return 1
+    conn.settimeout(None)
     os.dup2(conn.fileno(), 0)
     os.dup2(conn.fileno(), 1)
     conn.close()

@@ -7,9 +7,13 @@ records the runtime keeps while it runs (see the names below). Its logs are
 under LOG_DIR/<job>. Every other module finds these paths here.
 """
 
+import errno
 import fcntl
+import itertools
+import json
 import os
 import re
+import stat
 import sys
 
 from .errors import RuntimeFailure
@@ -21,6 +25,9 @@ LOG_DIR = "/var/log/fuzz-multinode"
 CONF_DIR = "/etc/fuzz-multinode"
 SSH_CONFIG = CONF_DIR + "/ssh_config"
 HOSTS_FILE = "/etc/hosts"
+# Held while /etc/hosts is rewritten: root's own file, not /etc/hosts
+# itself, which every user may open and so lock.
+HOSTS_LOCK = STATE_DIR + "/hosts.lock"
 # The runtime itself: the directory Python runs (its __main__.py), started
 # again for task-array tasks and local-mode connections.
 RUNTIME = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
@@ -33,8 +40,10 @@ RUN_FILE = "run"                  # the run holding the job here (claims.py)
 NODE_FILE = "node"
 SCRIPT_FILE = "script"            # the job's script (mode "script")
 NAMESPACES_DIR = "ns"             # the job's UTS namespaces on this node
-EVENTS_DIR = "events"             # worker failures reported to the head
-CALLS_DIR = "calls"               # call records (calls.py)
+EVENTS_DIR = "events"             # worker failures reported to the head (job user's)
+CALLS_DIR = "calls"               # call records (calls.py; job user's)
+# The most root reads of a record in a job-writable directory (read_job_record).
+RECORD_LIMIT = 64 << 10
 SECRETS_FILE = "secrets.json"     # the job's secret values (root only)
 CREATED_FILE = "created.json"     # what prepare created for the job's files
 CGROUPS_FILE = "cgroups"          # the job's memory cgroups
@@ -146,56 +155,205 @@ def write_hosts_block(job, entries):
     """Rewrite this job's managed block in /etc/hosts in place: container
     engines bind-mount the file, so it cannot be replaced by a rename."""
     begin, end = hosts_block_markers(job)
-    with open(HOSTS_FILE, "r+") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        kept, inside = [], False
-        for line in handle.read().splitlines(True):
-            if line == begin:
-                inside = True
-            elif line == end:
-                inside = False
-            elif not inside:
-                kept.append(line)
-        if kept and not kept[-1].endswith("\n"):
-            kept[-1] += "\n"
-        if entries:
-            kept += [begin] + ["%s %s\n" % e for e in entries] + [end]
-        handle.seek(0)
-        handle.write("".join(kept))
-        handle.truncate()
+    os.makedirs(STATE_DIR, 0o755, exist_ok=True)
+    # O_NOFOLLOW: STATE_DIR is root's, but never follow a link in any case.
+    lock = os.open(HOSTS_LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        with open(HOSTS_FILE, "r+") as handle:
+            kept, inside = [], False
+            for line in handle.read().splitlines(True):
+                if line == begin:
+                    inside = True
+                elif line == end:
+                    inside = False
+                elif not inside:
+                    kept.append(line)
+            if kept and not kept[-1].endswith("\n"):
+                kept[-1] += "\n"
+            if entries:
+                kept += [begin] + ["%s %s\n" % e for e in entries] + [end]
+            handle.seek(0)
+            handle.write("".join(kept))
+            handle.truncate()
+    finally:
+        os.close(lock)
 
 
 def create_job_dir(job, node, raw_spec, user, script):
     """The job's directory, its log directory (emptied) and the runtime's
     ssh control directory, owned so that the job user can write what its
-    wrapper calls record and read nothing that is root's."""
-    for path, mode in ((JOBS_DIR, 0o755), (CONTROL_DIR, 0o700)):
+    wrapper calls record and read nothing that is root's; no other user
+    reads any of it: the job's directory is 0751 (others may only pass
+    through it: to its launch socket, whose own check refuses them) with
+    the job's group, its files are root's or the group's only; LOG_DIR is
+    0711. (JOBS_DIR stays listable: the wrapper finds its job there.)"""
+    for path, mode in ((STATE_DIR, 0o755), (JOBS_DIR, 0o755), (CONTROL_DIR, 0o700), (LOG_DIR, 0o711)):
         os.makedirs(path, mode, exist_ok=True)
+        os.chmod(path, mode)
     os.chown(CONTROL_DIR, user.pw_uid, user.pw_gid)
-    os.chmod(CONTROL_DIR, 0o700)
     directory = job_dir(job)
-    os.makedirs(directory, 0o755)
+    os.makedirs(directory, 0o751)
+    os.chown(directory, 0, user.pw_gid)
+    os.chmod(directory, 0o751)
     os.makedirs(os.path.join(directory, NAMESPACES_DIR), 0o700)
     for name in (EVENTS_DIR, CALLS_DIR):
         os.makedirs(os.path.join(directory, name), 0o700)
         os.chown(os.path.join(directory, name), user.pw_uid, user.pw_gid)
-    write_file(os.path.join(directory, NODE_FILE), node + "\n", 0o644)
+    write_file(os.path.join(directory, NODE_FILE), node + "\n", 0o640, gid=user.pw_gid)
     # The spec holds the job's env: readable by root and the job user only.
     write_file(os.path.join(directory, SPEC_FILE), raw_spec, 0o640, gid=user.pw_gid)
     if script is not None:
-        write_file(os.path.join(directory, SCRIPT_FILE), script, 0o755)
+        write_file(os.path.join(directory, SCRIPT_FILE), script, 0o750, gid=user.pw_gid)
+    # Logs hold whatever the job printed: root's and the job's group's only
+    # (set-group-id: every log made in it is of the job's group).
     logs = os.path.join(LOG_DIR, job)
-    os.makedirs(logs, 0o755, exist_ok=True)
+    os.makedirs(logs, 0o750, exist_ok=True)
+    os.chown(logs, 0, user.pw_gid)
+    os.chmod(logs, 0o2750)
     for old in os.listdir(logs):
         os.unlink(os.path.join(logs, old))
 
 
 def remove_job_dir(job):
-    directory = job_dir(job)
-    if os.path.isdir(directory):
-        for root, dirs, files in os.walk(directory, topdown=False):
-            for name in files:
-                os.unlink(os.path.join(root, name))
-            for name in dirs:
-                os.rmdir(os.path.join(root, name))
-        os.rmdir(directory)
+    remove_tree(job_dir(job))
+
+
+def remove_tree(path):
+    """Remove the directory `path` and everything in it, never following a
+    symbolic link: parts of a job's directory are the job user's, who may
+    swap a directory for a link to elsewhere at any moment. Every entry is
+    removed by name relative to an open descriptor of the directory holding
+    it (opened O_NOFOLLOW), so a swap removes the link, never what it points
+    to. Below REMOVE_DEPTH levels a directory is first moved up into `path`
+    itself (by descriptors too): a tree of any depth takes a bounded number
+    of descriptors and no deep recursion."""
+    parent, name = os.path.split(path.rstrip("/"))
+    try:
+        parent_fd = os.open(parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return
+    try:
+        _remove_entry(parent_fd, name, None, 0)
+    finally:
+        os.close(parent_fd)
+
+
+REMOVE_DEPTH = 32
+REMOVE_PASSES = 10000  # of a directory's listing: entries made while it is removed
+
+
+def _remove_entry(parent_fd, name, top_fd, depth):
+    try:
+        os.unlink(name, dir_fd=parent_fd)  # a file, a link, a FIFO, a socket
+        return
+    except FileNotFoundError:
+        return
+    except IsADirectoryError:
+        pass
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent_fd)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):  # swapped for a link or a file since
+            return _remove_entry(parent_fd, name, top_fd, depth)
+        raise
+    try:
+        top = fd if top_fd is None else top_fd
+        for _ in range(REMOVE_PASSES):
+            entries = os.listdir(fd)
+            if not entries:
+                break
+            for entry in entries:
+                if depth >= REMOVE_DEPTH and _is_directory(fd, entry):
+                    _move_up(fd, entry, top)
+                else:
+                    _remove_entry(fd, entry, top, depth + 1)
+    finally:
+        os.close(fd)
+    try:
+        os.rmdir(name, dir_fd=parent_fd)
+    except FileNotFoundError:
+        pass
+    except NotADirectoryError:
+        _remove_entry(parent_fd, name, top_fd, depth)  # swapped for a link since
+
+
+def _move_up(fd, name, top_fd):
+    for number in itertools.count():
+        moved = ".removing-%d-%d" % (os.getpid(), number)
+        if not _exists(top_fd, moved):
+            os.rename(name, moved, src_dir_fd=fd, dst_dir_fd=top_fd)
+            return
+
+
+def _exists(parent_fd, name):
+    try:
+        os.stat(name, dir_fd=parent_fd, follow_symlinks=False)
+        return True
+    except FileNotFoundError:
+        return False
+
+
+def _is_directory(parent_fd, name):
+    try:
+        return stat.S_ISDIR(os.stat(name, dir_fd=parent_fd, follow_symlinks=False).st_mode)
+    except FileNotFoundError:
+        return False
+
+
+def read_job_record(directory, name, limit=RECORD_LIMIT):
+    """The JSON value of the record `name` in a job-writable `directory`
+    (events, calls), or None: only a regular file of a single link, owned
+    by root or by the directory's owner (the job user), opened without
+    following a link or waiting on a FIFO, of at most `limit` bytes (a
+    longer one is not a record of the runtime)."""
+    try:
+        owners = {0, os.lstat(directory).st_uid}
+    except OSError:
+        return None
+    data = _read_regular(os.path.join(directory, name), owners, limit)
+    if data is None:
+        return None
+    try:
+        return json.loads(data)
+    except ValueError:
+        return None  # being written, or not a record
+
+
+def _read_regular(path, owners, limit):
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if (not stat.S_ISREG(info.st_mode) or info.st_nlink != 1 or info.st_uid not in owners
+                or info.st_size > limit):
+            return None
+        data = b""
+        while len(data) <= limit:
+            chunk = os.read(fd, limit + 1 - len(data))
+            if not chunk:
+                break
+            data += chunk
+        return data if len(data) <= limit else None
+    finally:
+        os.close(fd)
+
+
+def list_job_records(directory, limit=10000):
+    """The names ending in .json in a job-writable directory, sorted; at
+    most `limit` of them (a job cannot make root sort millions)."""
+    names = []
+    try:
+        with os.scandir(directory) as entries:
+            for entry in entries:
+                if entry.name.endswith(".json"):
+                    names.append(entry.name)
+                    if len(names) >= limit:
+                        break
+    except OSError:
+        return []
+    return sorted(names)

@@ -6,7 +6,6 @@ controller's module (launch_job), which polls for the result it writes in
 the job's directory.
 """
 
-import json
 import os
 import signal
 import subprocess
@@ -17,7 +16,7 @@ from .agent import Agent
 from .calls import rank_outcomes, read_call_records
 from .claims import touch_claim
 from .errors import PROG, RuntimeFailure
-from .inputs import forget_secrets, job_command, job_cwd, job_environment, job_user
+from .inputs import entered_cwd, forget_secrets, job_command, job_environment, job_user
 from .processes import (
     POLL_SECONDS,
     become_subreaper,
@@ -73,7 +72,7 @@ class Supervisor:
         namespace = None
         log_fd = None
         try:
-            log_fd = os.open(result["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            log_fd = os.open(result["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o640)
             namespace = enter_rank_namespace(self.job, self.namespace_name())
             become_subreaper()
             self.open_connections(log_fd)
@@ -242,7 +241,8 @@ class Supervisor:
         if self.rank0_output is None:
             self.rank0_output = LineRelay(log_fd, self.user)
         out = self.rank0_output.write_fd
-        child = spawn_as(self.user, argv, env, job_cwd(self.spec, self.head), subprocess.DEVNULL, out, out)
+        with entered_cwd(self.spec, self.head, self.user) as cwd:
+            child = spawn_as(self.user, argv, env, cwd, subprocess.DEVNULL, out, out)
         self.rank0_output.start()
         self.rank0_call = {"rank": self.head.rank, "start": time.time()}
         return child
@@ -303,16 +303,22 @@ def wrapper_calls(pids, client=b""):
 
 
 def first_failure(events):
-    names = sorted(os.listdir(events))
-    for name in names:
-        if not name.endswith(".json"):
-            continue
-        try:
-            with open(os.path.join(events, name)) as handle:
-                return json.load(handle)
-        except (OSError, ValueError):
-            continue  # still being written
+    """The first worker failure reported in `events` (the job user's
+    directory: wrapper.report_failure), or None. What is not such a report
+    is passed over (registry.read_job_record): a link, a FIFO, a file of
+    someone else's, a malformed record."""
+    for name in registry.list_job_records(events):
+        failure = registry.read_job_record(events, name)
+        if is_failure_report(failure):
+            return failure
     return None
+
+
+def is_failure_report(record):
+    kinds = {"rank": int, "name": str, "node": str, "status": int, "message": str}
+    return isinstance(record, dict) and all(
+        isinstance(record.get(key), kind) and not isinstance(record.get(key), bool)
+        for key, kind in kinds.items())
 
 
 def failure_result(failure):

@@ -122,12 +122,6 @@ def test_secret_reaches_the_env_of_every_rank(inputs_ok):
     assert [ranks[r]["token"] for r in (0, 1)] == [sha256(SECRET)] * 2, log
 
 
-def test_secret_expanded_in_the_command_line_of_rank0(inputs_ok):
-    """command: [..., $FMN_TOKEN]: the runtime puts the value in on the node."""
-    _, _, _, args, _, log = inputs_ok
-    assert args == ["arg=" + sha256(SECRET)], log
-
-
 def test_secret_value_is_printed_nowhere(inputs_ok):
     """Not in ansible-playbook -vvv output (which shows the planned spec,
     with the reference), not in any log, not in the spec the job user can

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from typing import Any, Dict, Iterable, List, Mapping, Optional
 
 from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.errors import FuzzfileError
@@ -194,13 +195,37 @@ def check_secrets(job: Job, available: Iterable[Any]) -> None:
         )
 
 
+# $NAME or ${NAME}, as an argument expands it (job_spec.expand).
+_ARGUMENT_REFERENCE = re.compile(r"\$(?:([A-Za-z_][A-Za-z0-9_]*)|\{([A-Za-z_][A-Za-z0-9_]*)\})")
+
+
+def check_secret_arguments(job: Job) -> None:
+    """Raise FuzzfileError naming the first argument (``command`` or
+    ``args``) that expands a ``secret://`` env value: every user of a node
+    can read a process's command line (``ps``), so a secret never goes into
+    one; the job reads it from its environment."""
+    secret_keys = set(job.secret_env)
+    if not secret_keys:
+        return
+    fields = [("command[%d]" % i, word) for i, word in enumerate(job.command or [])]
+    fields += [("args[%d]" % i, word) for i, word in enumerate(job.args)]
+    for field, word in fields:
+        if any((found.group(1) or found.group(2)) in secret_keys for found in _ARGUMENT_REFERENCE.finditer(word)):
+            raise FuzzfileError(
+                "jobs.%s.%s: expands a secret:// env value, and every user of a node can read a "
+                "process's command line (ps); read the secret from the job's environment instead"
+                % (job.name, field))
+
+
 def admit(job: Job, secret_names: Optional[Iterable[Any]] = None) -> Job:
     """The run policy's gate, applied once to each job of a run: raise
     FuzzfileError unless its host names fit and it can run here
-    (``check_rank_names``, ``require_runnable``) and, when ``secret_names``
+    (``check_rank_names``, ``require_runnable``), no argument expands a
+    secret (``check_secret_arguments``) and, when ``secret_names``
     is given, every secret it references is among them (``check_secrets``)."""
     check_rank_names(job)
     require_runnable(job)
+    check_secret_arguments(job)
     if secret_names is not None:
         check_secrets(job, secret_names)
     return job
