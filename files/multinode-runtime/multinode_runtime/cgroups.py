@@ -279,8 +279,11 @@ class RunCgroups:
 
     @staticmethod
     def _kill_by_kernel(group):
+        kill = os.path.join(group, "cgroup.kill")  # cgroup v2, Linux 5.14 on
+        if not os.path.exists(kill):
+            return False
         try:
-            with open(os.path.join(group, "cgroup.kill"), "w") as handle:
+            with open(kill, "w") as handle:
                 handle.write("1")
             return True
         except OSError:
