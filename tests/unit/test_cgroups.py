@@ -138,3 +138,12 @@ def test_kill_freezes_the_group_kills_what_is_in_it_then_thaws(tree, monkeypatch
     assert killed == {101, 102}
     assert sorted(sent) == [(101, signal.SIGKILL, "FROZEN"), (102, signal.SIGKILL, "FROZEN")]
     assert (group / "freezer.state").read_text() == "THAWED"
+
+
+def test_a_group_a_run_before_left_is_listed_for_this_runs_teardown(tree):
+    left = tree / "freezer" / "docker" / "abc" / "fuzz-multinode" / "j"
+    left.mkdir(parents=True)
+    job, rank = spec()
+    cgroups.place(job, rank)
+    cgroups.place(job, rank)
+    assert recorded() == [str(left)]

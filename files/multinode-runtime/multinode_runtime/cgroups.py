@@ -104,13 +104,15 @@ def _enable_v2_controllers(directory, top):
 
 
 def _make_group(job, path):
-    """Create a cgroup directory (and its parents); the first process to
-    create it lists it in the job's directory, for teardown."""
+    """Create a cgroup directory (and its parents) and list it in the job's
+    directory, for teardown: also one a run before left (its teardown could
+    not remove it), which this run's teardown must empty too."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
     try:
         os.mkdir(path)
     except FileExistsError:
-        return
+        if path in run_cgroups(job).groups:
+            return  # every wrapper call of a rank joins the same groups
     with open(registry.job_path(job, registry.CGROUPS_FILE), "a") as handle:
         handle.write(path + "\n")
 
@@ -144,10 +146,10 @@ class Placement:
         top = os.path.join(CGROUP_ROOT, GROUP)
         run = os.path.join(top, self.spec.job)
         leaf = os.path.join(run, self.rank.name)
-        if limit:
-            _enable_v2_controllers(run, CGROUP_ROOT)
         _make_group(self.spec.job, run)
         _make_group(self.spec.job, leaf)
+        if limit:
+            _enable_v2_controllers(run, CGROUP_ROOT)
         self.kill_group = leaf
         self.original = [os.path.join(CGROUP_ROOT, _own_v2_cgroup(_read_self_cgroup()).lstrip("/"))]
         if limit:
