@@ -7,6 +7,7 @@ left, what the attack's processes write has stopped, and the next job's
 ranks see none of them."""
 
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -28,7 +29,6 @@ TRACES = {"survivor-hopper": "/tmp/fmn-survivor-hopper",
 
 
 def docker(*args, timeout=60):
-    import subprocess
     return subprocess.run(["docker", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                           text=True, timeout=timeout)
 
@@ -66,8 +66,12 @@ def attack(tmp_path_factory):
                                      {"fuzz_multinode_kill_grace": 1})
         return runs[fuzzfile]
     yield get
-    for node in NODES:  # a survivor must not spoil the other scenarios' runs
-        docker("exec", node, "pkill", "-KILL", "-u", JOB_USER)
+    for node in NODES:
+        # Survivors (the hole reopened) must not spoil the tests after
+        # these: a process that forks on is stopped only by a kill of all
+        # the job user's processes at once.
+        for _ in range(3):
+            docker("exec", node, "su", JOB_USER, "-s", "/bin/sh", "-c", "kill -9 -1")
         for job in runs:
             docker("exec", node, *node_runtime.runtime_argv("cleanup", Path(job).stem), timeout=120)
 
