@@ -1,10 +1,11 @@
-"""Processes and namespaces: the unit of cleanup.
+"""Processes and namespaces: how teardown finds and kills a job's processes.
 
 Every process of a rank runs in a UTS namespace whose host name is the
 rank's name (<job>-<rank>). The namespaces are recorded per job, so cleanup
 finds every process of the job, including ones that called setsid, by
 namespace; while a runtime process lives it is also a subreaper, so the
-processes below it are found by ancestry.
+processes below it are found by ancestry. Both are the second net: first
+of all the processes are in the run's cgroup (cgroups.py).
 """
 
 import ctypes
