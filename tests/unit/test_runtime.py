@@ -238,14 +238,6 @@ def test_ranks_are_bound_to_their_cores_and_tasks_sharing_a_node_take_turns():
     assert cpus_after_binding({"job": "j", "resources": {"cores": len(cpus)}}, {"rank": 0}) == cpus
 
 
-def test_own_cgroup_reads_the_controller_line():
-    text = ("12:pids:/docker/abc\n4:memory:/docker/abc\n3:cpu,cpuacct:/x\n"
-            "0::/docker/abc\n")
-    assert resources.own_cgroup(text, "memory") == "/docker/abc"
-    assert resources.own_cgroup(text, "cpuacct") == "/x"
-    assert resources.own_cgroup("0::/\n", "memory") == "/"  # cgroup v2 only
-
-
 # -- CPU affinity ----------------------------------------------------------------
 
 def test_parse_cpu_list():

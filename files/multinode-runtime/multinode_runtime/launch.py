@@ -15,6 +15,7 @@ import select
 import subprocess
 
 from . import registry
+from .cgroups import place
 from .channel import ForkedCalls, serve_channel
 from .claims import touch_claim
 from .errors import RuntimeFailure
@@ -30,7 +31,7 @@ from .processes import (
     release_namespace,
     spawn_as,
 )
-from .resources import bind_cpus, limit_memory
+from .resources import bind_cpus
 from .spec import load_spec
 from .teardown import stop_on_request
 from .wire import (
@@ -157,8 +158,8 @@ class Launch:
         bind_cpus(self.spec, self.rank)
         log_fd = os.open(registry.rank_log_path(self.spec.job, self.rank),
                          os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o640)
-        warning = limit_memory(self.spec, self.rank)
-        if warning:
+        # This process, and so all the call starts, in the run's cgroups.
+        for warning in place(self.spec, self.rank).join():
             write_all(log_fd, ("fuzz.multinode: warning: %s\n" % warning).encode())
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()

@@ -1,13 +1,15 @@
-"""Processes and namespaces: the unit of cleanup.
+"""Processes and namespaces: how teardown finds and kills a job's processes.
 
 Every process of a rank runs in a UTS namespace whose host name is the
 rank's name (<job>-<rank>). The namespaces are recorded per job, so cleanup
 finds every process of the job, including ones that called setsid, by
 namespace; while a runtime process lives it is also a subreaper, so the
-processes below it are found by ancestry.
+processes below it are found by ancestry. Both are the second net: first
+of all the processes are in the run's cgroup (cgroups.py).
 """
 
 import ctypes
+import fcntl
 import json
 import os
 import signal
@@ -24,6 +26,10 @@ MS_BIND = 0x1000
 MNT_DETACH = 2
 PR_SET_CHILD_SUBREAPER = 36
 POLL_SECONDS = 0.05
+NS_GET_PARENT = 0xB702  # ioctl: the parent of a PID namespace (linux/nsfs.h)
+MAX_PID_NAMESPACE_DEPTH = 33  # the kernel nests at most 32
+# Seconds teardown goes on killing, round after round, what it still finds.
+KILL_ROUNDS_WITHIN = 10
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -109,10 +115,31 @@ def process_in_namespaces(pid, namespaces, user):
 
 
 def _same_pid_namespace(pid):
-    """Whether a process is in our PID namespace: a host-side runtime (local
-    mode) sees the processes of every container on the machine, and must
-    never take one of theirs for its own."""
-    return os.stat("/proc/%s/ns/pid" % pid).st_ino == os.stat("/proc/self/ns/pid").st_ino
+    """Whether a process is in our PID namespace or one nested in it (a job
+    process can make one: `unshare -Urpf`). Together with the UTS namespace
+    this keeps a host-side runtime (local mode), which sees the processes
+    of every container on the machine, from taking one of theirs for its
+    own: a container's UTS namespace is never one of the job's."""
+    own = os.stat("/proc/self/ns/pid").st_ino
+    if os.stat("/proc/%s/ns/pid" % pid).st_ino == own:
+        return True
+    try:
+        fd = os.open("/proc/%s/ns/pid" % pid, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        for _ in range(MAX_PID_NAMESPACE_DEPTH):
+            try:
+                parent = fcntl.ioctl(fd, NS_GET_PARENT)
+            except OSError:
+                return False  # the top, or a parent outside our own: not below us
+            os.close(fd)
+            fd = parent
+            if os.fstat(fd).st_ino == own:
+                return True
+        return False
+    finally:
+        os.close(fd)
 
 
 def _pids_in_namespaces_as(user, namespaces, pids):
@@ -169,16 +196,23 @@ def command_line(pid):
         return None
 
 
-def job_processes(namespaces, user):
+def job_processes(namespaces, user, cgroups=None):
+    """The processes of ours: in the namespaces, below us, or in `cgroups`
+    (cgroups.RunCgroups: its pids(); None: no cgroup)."""
     me = os.getpid()
-    return set(pids_in_namespaces(namespaces, {me}, user)) | set(descendants(me))
+    found = set(pids_in_namespaces(namespaces, {me}, user)) | set(descendants(me))
+    if cgroups:
+        found |= cgroups.pids() - {me}
+    return found
 
 
-def kill_job_processes(namespaces, grace, user):
-    """SIGTERM every process of ours (in the namespaces, or below us), wait
-    up to `grace` seconds, then SIGKILL what is left. Returns how many
-    processes were signalled."""
-    victims = job_processes(namespaces, user)
+def kill_job_processes(namespaces, grace, user, cgroups=None):
+    """SIGTERM every process of ours (job_processes), wait up to `grace`
+    seconds, then kill what is left: the run's cgroups frozen and killed
+    until empty (cgroups.RunCgroups.kill), then rounds of SIGSTOP and
+    SIGKILL of whatever the namespaces and ancestry still show
+    (kill_in_rounds). Returns how many processes were signalled."""
+    victims = job_processes(namespaces, user, cgroups)
     # Parents before their children, a level of the process trees at a
     # time, a moment apart: signalled all at once, a child could die and let
     # its shell go on past its `wait` before the shell's own SIGTERM lands,
@@ -190,17 +224,44 @@ def kill_job_processes(namespaces, grace, user):
         for pid in level:
             send_signal(pid, signal.SIGTERM)
     deadline = time.monotonic() + grace
-    while job_processes(namespaces, user) and time.monotonic() < deadline:
+    while job_processes(namespaces, user, cgroups) and time.monotonic() < deadline:
         reap_children()
         time.sleep(POLL_SECONDS)
-    for pid in job_processes(namespaces, user):
-        send_signal(pid, signal.SIGKILL)
-    deadline = time.monotonic() + 5
-    while job_processes(namespaces, user) and time.monotonic() < deadline:
-        reap_children()
-        time.sleep(POLL_SECONDS)
+    if cgroups:
+        victims |= cgroups.kill()
+    victims |= kill_in_rounds(lambda: job_processes(namespaces, user, cgroups))
     reap_children()
     return len(victims)
+
+
+def kill_in_rounds(find, within=KILL_ROUNDS_WITHIN):
+    """Kill what find() returns until it returns nothing (or `within`
+    seconds passed); returns the pids killed. A process that forks and
+    exits (a new pid every few ms) outruns one scan and one SIGKILL: each
+    round stops what it finds, scans again for what those forked
+    meanwhile, stops those too, and kills them all once a scan finds
+    nothing new (a stopped process forks no more)."""
+    killed = set()
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        found = find()
+        if not found:
+            break
+        stopped = set()
+        while found - stopped and time.monotonic() < deadline:
+            for pid in found - stopped:
+                send_signal(pid, signal.SIGSTOP)
+            stopped |= found
+            found = find()
+        for pid in stopped:
+            send_signal(pid, signal.SIGKILL)
+        killed |= stopped
+        end = min(deadline, time.monotonic() + 1)
+        while find() and time.monotonic() < end:
+            reap_children()
+            time.sleep(POLL_SECONDS / 5)
+    reap_children()
+    return killed
 
 
 def tree_levels(pids, parent_of):

@@ -46,7 +46,7 @@ CALLS_DIR = "calls"               # call records (calls.py; job user's)
 RECORD_LIMIT = 64 << 10
 SECRETS_FILE = "secrets.json"     # the job's secret values (root only)
 CREATED_FILE = "created.json"     # what prepare created for the job's files
-CGROUPS_FILE = "cgroups"          # the job's memory cgroups
+CGROUPS_FILE = "cgroups"          # the job's cgroups (cgroups.py)
 LOCAL_SOCKET = "launch.sock"      # local mode: the head's launch socket
 # The head's agent (agent.py); files/ssh-wrapper names the same paths.
 AGENT_DIR = "agent"

@@ -14,6 +14,7 @@ import time
 from . import registry
 from .agent import Agent
 from .calls import rank_outcomes, read_call_records
+from .cgroups import place, run_cgroups
 from .claims import touch_claim
 from .errors import PROG, RuntimeFailure
 from .inputs import entered_cwd, forget_secrets, job_command, job_environment, job_user
@@ -29,7 +30,7 @@ from .processes import (
     recorded_namespaces,
     spawn_as,
 )
-from .resources import bind_cpus, limit_memory
+from .resources import bind_cpus
 from .teardown import clean_nodes, keep_handed_logs
 from .transport import open_transports
 from .wire import LineRelay, write_all
@@ -101,7 +102,8 @@ class Supervisor:
                 # The job is over when rank 0 ends: stop what is left of it
                 # here (the agent too: it makes no new calls, and ends with
                 # its calls in flight), then on every worker node.
-                kill_job_processes(self.local_namespaces(namespace), self.grace, self.user)
+                kill_job_processes(self.local_namespaces(namespace), self.grace, self.user,
+                                   run_cgroups(self.job))
                 if self.agent is not None:
                     self.agent.stop()
                 self.clean_workers()
@@ -231,9 +233,7 @@ class Supervisor:
 
     def start_rank0(self, log_fd):
         bind_cpus(self.spec, self.head)
-        warning = limit_memory(self.spec, self.head)
-        if warning:
-            write_all(log_fd, ("fuzz.multinode: warning: %s\n" % warning).encode())
+        placement = place(self.spec, self.head)
         env = job_environment(self.spec, self.head, self.user)
         argv = job_command(self.spec, env, "rank 0 (%s)" % self.head.name)
         # Rank 0 writes into a pipe, relayed into the job log as whole lines:
@@ -241,8 +241,13 @@ class Supervisor:
         if self.rank0_output is None:
             self.rank0_output = LineRelay(log_fd, self.user)
         out = self.rank0_output.write_fd
+        # Rank 0 starts in the run's cgroups; the supervisor stays out of
+        # them, as teardown kills all they hold.
         with entered_cwd(self.spec, self.head, self.user) as cwd:
-            child = spawn_as(self.user, argv, env, cwd, subprocess.DEVNULL, out, out)
+            with placement.spawning_in():
+                child = spawn_as(self.user, argv, env, cwd, subprocess.DEVNULL, out, out)
+        for warning in placement.warnings:
+            write_all(log_fd, ("fuzz.multinode: warning: %s\n" % warning).encode())
         self.rank0_output.start()
         self.rank0_call = {"rank": self.head.rank, "start": time.time()}
         return child

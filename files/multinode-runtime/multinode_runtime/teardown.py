@@ -17,11 +17,11 @@ import time
 
 from . import registry
 from .calls import read_call_records
+from .cgroups import run_cgroups
 from .claims import claims_locked, held_run, holds, touch_claim
 from .errors import RuntimeFailure
 from .inputs import forget_secrets, job_user, rank_environment, remove_job_files
 from .processes import kill_job_processes, recorded_namespaces, release_namespace, spawn_as
-from .resources import remove_cgroups
 from .spec import KILL_GRACE, load_spec
 from .transport import transport_for
 from .wire import FRAME_STDOUT, FrameReader
@@ -33,11 +33,11 @@ CLEANUP_ANSWER_WITHIN = 20
 def cleanup_job(job, grace, user):
     """Stop every process of the job on this node and unregister it;
     returns how many processes were signalled."""
-    namespaces = recorded_namespaces(job)
-    killed = kill_job_processes(namespaces, grace, user)
+    namespaces, cgroups = recorded_namespaces(job), run_cgroups(job)
+    killed = kill_job_processes(namespaces, grace, user, cgroups)
     for ns in namespaces:
         release_namespace(job, ns)
-    remove_cgroups(job)
+    cgroups.remove()
     remove_job_files(job, user)
     registry.write_hosts_block(job, [])
     registry.remove_job_dir(job)
@@ -79,7 +79,7 @@ def stop_on_request(spec, node, unregister, hand_over=False):
     are in it and the job is unregistered here (the play need not come);
     else "logs" is None and the play's cleanup brings them."""
     user = job_user(spec)
-    kill_job_processes(recorded_namespaces(spec.job), spec.kill_grace, user)
+    kill_job_processes(recorded_namespaces(spec.job), spec.kill_grace, user, run_cgroups(spec.job))
     forget_secrets(spec.job)
     records = read_call_records(spec.job)
     touch_claim(spec.job)  # the job is over; its play cleans up next
