@@ -13,7 +13,7 @@ import subprocess
 import time
 
 import pytest
-from multinode_runtime import agent, calls, channel, forwarding, registry, wire, wrapper
+from multinode_runtime import agent, agent_files, calls, channel, forwarding, registry, wire, wrapper
 from multinode_runtime.spec import JobSpec
 
 SPEC = JobSpec.from_dict({"job": "j", "run": "r1", "ranks": [
@@ -524,20 +524,20 @@ def pooled(head):
     making a client's claim of a slot and its request, returning the read
     end of the slot's FIFO)."""
     the_agent, stand_in, _ = head
-    for slot in range(the_agent.pool_size):
-        os.mkfifo(the_agent.slot_path(slot, "reply"), 0o600)
-    the_agent.open_pool()
-    assert len(the_agent.pool) == the_agent.pool_size >= agent.POOL_MIN
+    for slot in range(the_agent.files.pool_size):
+        os.mkfifo(the_agent.files.slot_path(slot, "reply"), 0o600)
+    the_agent.files.open_pool()
+    assert len(the_agent.files.pool) == the_agent.files.pool_size >= agent_files.POOL_MIN
 
     def claim(slot, argv, pid, name="j-0"):
-        with open(the_agent.slot_path(slot, "claim"), "xb") as handle:
+        with open(the_agent.files.slot_path(slot, "claim"), "xb") as handle:
             handle.write(b"".join(os.fsencode(word) + b"\0" for word in [str(pid)] + argv))
-        reply = os.open(the_agent.slot_path(slot, "reply"), os.O_RDONLY | os.O_NONBLOCK)
+        reply = os.open(the_agent.files.slot_path(slot, "reply"), os.O_RDONLY | os.O_NONBLOCK)
         the_agent.accept(b"%d %s 0 %d" % (pid, name.encode(), slot))
         return reply
 
     yield the_agent, stand_in, claim
-    for fd in the_agent.pool:
+    for fd in the_agent.files.pool:
         os.close(fd)
 
 
@@ -552,7 +552,7 @@ def test_a_claimed_slot_is_made_taken_and_freed_once_its_client_ended(pooled):
     reply = claim(0, ["j-1", "true"], pid)
     [(call_id, request)] = stand_in.started
     assert request["command"] == "true"
-    with open(the_agent.slot_path(0, "claim"), "rb") as handle:
+    with open(the_agent.files.slot_path(0, "claim"), "rb") as handle:
         assert handle.read() == b"%d" % pid  # cut to the pid: taken
     the_agent.finish(the_agent.calls[call_id], 0)
     assert os.read(reply, 100) == b"0 \n"
@@ -560,7 +560,7 @@ def test_a_claimed_slot_is_made_taken_and_freed_once_its_client_ended(pooled):
     os.kill(pid, signal.SIGKILL)
     os.waitpid(pid, 0)
     the_agent.readable(the_agent.calls[call_id].pidfd)
-    assert not os.path.exists(the_agent.slot_path(0, "claim")) and not the_agent.slot_calls
+    assert not os.path.exists(the_agent.files.slot_path(0, "claim")) and not the_agent.slot_calls
     assert not the_agent.calls_in_flight()
     os.close(reply)
 
@@ -573,10 +573,10 @@ def test_a_slot_in_use_is_never_answered_for_a_second_call(pooled):
     first, second = sleeper(), sleeper()
     try:
         reply = claim(0, ["j-1", "exit 3"], first)
-        with open(the_agent.slot_path(0, "claim"), "wb") as handle:
+        with open(the_agent.files.slot_path(0, "claim"), "wb") as handle:
             handle.write(b"%d\0j-1\0true\0" % second)
         the_agent.accept(b"%d j-0 0 0" % second)
-        the_agent.accept(b"%d j-0 0 %d" % (second, the_agent.pool_size))  # no such slot
+        the_agent.accept(b"%d j-0 0 %d" % (second, the_agent.files.pool_size))  # no such slot
         assert len(stand_in.started) == 1 and list(the_agent.slot_calls) == [0]
         with pytest.raises(BlockingIOError):
             os.read(reply, 100)
@@ -593,11 +593,11 @@ def test_a_request_whose_claim_is_not_its_own_is_ignored(pooled):
     the_agent, stand_in, claim = pooled
     pid = sleeper()
     try:
-        with open(the_agent.slot_path(2, "claim"), "wb") as handle:
+        with open(the_agent.files.slot_path(2, "claim"), "wb") as handle:
             handle.write(b"%d\0j-1\0true\0" % pid)
         the_agent.accept(b"%d j-0 0 2" % os.getpid())
         assert not stand_in.started and not the_agent.calls
-        assert os.path.exists(the_agent.slot_path(2, "claim"))  # still the other client's
+        assert os.path.exists(the_agent.files.slot_path(2, "claim"))  # still the other client's
     finally:
         os.kill(pid, signal.SIGKILL)
         os.waitpid(pid, 0)
@@ -639,18 +639,18 @@ def test_claims_of_clients_that_died_before_they_asked_are_freed(pooled):
     live = sleeper()
     try:
         for slot, content in ((0, b"%d\0j-1\0true\0" % dead), (1, b""), (2, b"%d\0j-1\0true\0" % live)):
-            with open(the_agent.slot_path(slot, "claim"), "wb") as handle:
+            with open(the_agent.files.slot_path(slot, "claim"), "wb") as handle:
                 handle.write(content)
-        writing = os.open(the_agent.slot_path(3, "claim"), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        writing = os.open(the_agent.files.slot_path(3, "claim"), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         holder = client_with(lambda: None)  # another process holds slot 3's claim open (forked with it)
         os.close(writing)
         the_agent.reclaim()
-        claims = [os.path.exists(the_agent.slot_path(slot, "claim")) for slot in range(4)]
+        claims = [os.path.exists(the_agent.files.slot_path(slot, "claim")) for slot in range(4)]
         assert claims == [False, False, True, True]
         os.kill(holder, signal.SIGKILL)
         os.waitpid(holder, 0)
         the_agent.reclaim()
-        assert not os.path.exists(the_agent.slot_path(3, "claim"))
+        assert not os.path.exists(the_agent.files.slot_path(3, "claim"))
         assert not stand_in.started
     finally:
         os.kill(live, signal.SIGKILL)
@@ -662,13 +662,14 @@ def test_the_supervisor_answers_the_pools_clients_of_a_killed_agent(tmp_path, mo
     before the call did; slot 1's was not: slow. Each is answered once."""
     the_agent = start_agent(tmp_path, monkeypatch)
     try:
-        assert all(os.path.exists(the_agent.slot_path(slot, "reply")) for slot in range(the_agent.pool_size))
+        files = the_agent.files
+        assert all(os.path.exists(files.slot_path(slot, "reply")) for slot in range(files.pool_size))
         os.kill(the_agent.pid, signal.SIGKILL)
         os.waitpid(the_agent.pid, 0)
         for slot, content in ((0, b"%d" % os.getpid()), (1, b"%d\0j-1\0true\0" % os.getpid())):
-            with open(the_agent.slot_path(slot, "claim"), "wb") as handle:
+            with open(the_agent.files.slot_path(slot, "claim"), "wb") as handle:
                 handle.write(content)
-        replies = [os.open(the_agent.slot_path(slot, "reply"), os.O_RDONLY | os.O_NONBLOCK) for slot in (0, 1)]
+        replies = [os.open(the_agent.files.slot_path(slot, "reply"), os.O_RDONLY | os.O_NONBLOCK) for slot in (0, 1)]
         the_agent.check()
         the_agent.check()
         assert [os.read(fd, 1000) for fd in replies] == [
@@ -692,7 +693,7 @@ def test_a_slot_its_slow_client_gave_back_serves_the_next_call(pooled):
         assert os.read(reply, 100) == b"slow\n"
         os.close(reply)
         assert the_agent.calls_in_flight()
-        os.unlink(the_agent.slot_path(0, "claim"))
+        os.unlink(the_agent.files.slot_path(0, "claim"))
         assert not the_agent.calls_in_flight()
         reply = claim(0, ["j-1", "true"], second)
         [(call_id, _)] = stand_in.started
@@ -703,7 +704,7 @@ def test_a_slot_its_slow_client_gave_back_serves_the_next_call(pooled):
         os.waitpid(first, 0)
         [old] = [call for call in the_agent.calls.values() if call.pid == first]
         the_agent.readable(old.pidfd)
-        with open(the_agent.slot_path(0, "claim"), "rb") as handle:
+        with open(the_agent.files.slot_path(0, "claim"), "rb") as handle:
             assert handle.read() == b"%d" % second  # still the second call's
     finally:
         for pid in (first, second):

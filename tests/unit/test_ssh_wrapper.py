@@ -190,7 +190,7 @@ class Head:
 
     def pool(self):
         """The names of the agent's pool of reply FIFOs."""
-        return {self.agent.slot_name(slot, "reply") for slot in range(self.agent.pool_size)}
+        return {self.agent.files.slot_name(slot, "reply") for slot in range(self.agent.files.pool_size)}
 
     def leftovers(self):
         """What the agent directory holds besides its request FIFO and its
@@ -335,7 +335,7 @@ def test_calls_at_once_each_claim_a_slot_of_their_own(head):
     deadline = time.monotonic() + 30
     while not (head.remote("first.pid") or "").endswith("\n") and time.monotonic() < deadline:
         time.sleep(0.02)
-    claim = os.path.join(head.agent.directory, head.agent.slot_name(0, "claim"))
+    claim = os.path.join(head.agent.directory, head.agent.files.slot_name(0, "claim"))
     with open(claim, "rb") as handle:
         assert handle.read() == b"%d" % first.pid  # taken, cut to its pid
     assert head.call(["j-1", "exit 5"]) == (5, "", "")
@@ -356,8 +356,8 @@ def test_with_every_slot_claimed_a_call_makes_its_own_fifo(head):
     claims of clients that died are freed."""
     head.start_agent()
     contents = {}
-    for slot in range(head.agent.pool_size):
-        path = os.path.join(head.agent.directory, head.agent.slot_name(slot, "claim"))
+    for slot in range(head.agent.files.pool_size):
+        path = os.path.join(head.agent.directory, head.agent.files.slot_name(slot, "claim"))
         contents[path] = b"%d\0j-1\0true\0" % os.getpid()
         with open(path, "wb") as handle:
             handle.write(contents[path])

@@ -6,25 +6,7 @@ The head supervisor starts the agent once its transports are open
 channel to the target's node (channel.py), with the wrapper client's logic
 (wrapper.py: ssh argv, target lookup, call record, failure report). Its
 client is files/ssh-wrapper, plain sh, which talks to it through the agent
-directory of the job (registry.AGENT_DIR: the job user's, mode 0700):
-
-  pool-<k>.reply the pool's reply FIFOs (k from 0), the agent's, made at
-                 its start, each held open by the agent and used by one
-                 call at a time: the call that holds
-  pool-<k>.claim made by the client with a no-clobber redirection (O_EXCL:
-                 no exec), its pid and its arguments, each ending in a NUL
-                 byte; the agent cuts it to the pid when it takes the call,
-                 and removes it (after emptying the FIFO) once the client
-                 ended, or once a client that died before it asked is gone
-                 (reclaim)
-  <pid>.reply    with every slot of the pool claimed: a FIFO the client
-  <pid>.argv     makes (mkfifo), and its arguments; the agent removes the
-                 argv file when it takes the call
-  requests       the agent's FIFO: the client writes "<pid> <host name>
-                 <forward> [<k>]\\n", forward 1 with
-                 MULTINODE_WRAPPER_FORWARD_STREAMS=1, else 0, k its claimed
-                 slot (one write shorter than PIPE_BUF: never mixed with
-                 another)
+directory of the job (agent_files.py says what is in it).
 
 A forwarded call's output goes straight into the client's stdout and
 stderr (forwarding.py), before its answer; where that is rank 0's output
@@ -53,6 +35,7 @@ import stat
 import time
 
 from . import registry
+from .agent_files import MAX_ARGV_BYTES, AgentFiles
 from .calls import record_call
 from .errors import PROG, RuntimeFailure
 from .forwarding import QUEUE_LIMIT, open_client_outputs
@@ -61,10 +44,8 @@ from .transport import Lost
 from .wire import FRAME_ERROR, FRAME_EXIT, FRAME_STDERR, FRAME_STDOUT
 from .wrapper import call_outcome, find_rank, parse_ssh_argv, report_failure
 
-MAX_ARGV_BYTES = 1 << 20
 MAX_MESSAGE_BYTES = 4000  # an answer stays one write to the client's FIFO
 STOP_CHECK_SECONDS = 0.2
-POOL_MIN, POOL_MAX = 16, 256  # reply FIFOs made ahead: one per slot of the job's ranks, within these
 RECLAIM_SECONDS = 1.0  # how often an idle agent looks for claims of clients that died before they asked
 AGENT_ENDED = "255 %s: the job's agent ended before the call did" % PROG
 
@@ -97,8 +78,8 @@ class Agent:
     def __init__(self, spec, user, transports, job_log_pipes=()):
         self.spec, self.user, self.transports = spec, user, transports
         self.job_log_pipes = set(job_log_pipes)  # (st_dev, st_ino) of pipes relayed into the job log
-        self.directory = registry.job_path(spec.job, registry.AGENT_DIR)
-        self.requests_path = os.path.join(self.directory, registry.AGENT_REQUESTS)
+        self.files = AgentFiles(spec, user)
+        self.directory, self.requests_path = self.files.directory, self.files.requests_path
         self.pid = None
         self.exited = None  # a pidfd of the agent process
         self.requests = None  # the request FIFO's fd: the supervisor's, and the agent's own
@@ -107,8 +88,6 @@ class Agent:
         self.channels = {}  # node: its channel (the live ones)
         self.next_id = 1
         self.stopping = False
-        self.pool_size = max(POOL_MIN, min(POOL_MAX, sum(rank.slots for rank in spec.ranks)))
-        self.pool = []  # slot: the agent's fd of its reply FIFO (open_pool)
         self.slot_calls = {}  # slot: the Call that holds it
         self.reclaimed_at = 0.0
 
@@ -119,10 +98,7 @@ class Agent:
         (which closes the supervisor's fds `close`)."""
         os.makedirs(self.directory, 0o700)
         os.mkfifo(self.requests_path, 0o600)
-        for slot in range(self.pool_size):  # the directory is not the job user's yet: no race
-            path = self.slot_path(slot, "reply")
-            os.mkfifo(path, 0o600)
-            os.chown(path, self.user.pw_uid, self.user.pw_gid)
+        self.files.make_pool()
         # Held open for reading and writing, here and in the agent, until
         # the agent's end: a client's open never blocks, and no client's
         # line is lost between two of them.
@@ -156,17 +132,12 @@ class Agent:
             if name.endswith(".reply") and name[:-6].isdigit():
                 pid = int(name[:-6])
             elif name.startswith("pool-") and name.endswith(".claim"):
-                pid = self.claimant(name)
+                pid = self.files.claimant(name)
             else:
                 continue
             if pid is not None and os.path.exists("/proc/%d" % pid):
                 return True
         return False
-
-    def claimant(self, name):
-        """The pid in claim file `name`, or None (none written yet)."""
-        pid = (self.read_own(name, 32) or b"").split(b"\0", 1)[0]
-        return int(pid) if pid.isdigit() else None
 
     def check(self):
         """On each poll of the supervisor: if the agent process ended before
@@ -185,7 +156,7 @@ class Agent:
         self.close_requests()
         try:
             for name in os.listdir(self.directory):
-                self.unlink(name)
+                self.files.unlink(name)
             os.rmdir(self.directory)
         except OSError:
             pass
@@ -195,7 +166,7 @@ class Agent:
         the slow path, and every client waiting at its reply FIFO gets an
         answer (on each poll: a client that was about to open it is
         answered on the next)."""
-        self.unlink(registry.AGENT_REQUESTS)
+        self.files.unlink(registry.AGENT_REQUESTS)
         try:
             names = os.listdir(self.directory)
         except OSError:
@@ -211,7 +182,7 @@ class Agent:
             if key.isdigit():
                 taken = not os.path.exists(os.path.join(self.directory, key + ".argv"))
             else:  # a claim the agent took is cut to the pid
-                claim = self.read_own(key + ".claim", 32)
+                claim = self.files.read_own(key + ".claim", 32)
                 taken = claim is None or not claim.endswith(b"\0")
             try:
                 os.write(reply, ((AGENT_ENDED if taken else "slow") + "\n").encode())
@@ -219,10 +190,10 @@ class Agent:
                 pass
             os.close(reply)
             if key.isdigit():
-                self.unlink_call_files(int(key))
+                self.files.unlink_call_files(int(key))
             else:  # no later client uses the pool (no request FIFO): never answered twice
-                self.unlink(name)
-                self.unlink(key + ".claim")
+                self.files.unlink(name)
+                self.files.unlink(key + ".claim")
 
     # -- the agent process -------------------------------------------------
 
@@ -236,7 +207,7 @@ class Agent:
         self.channels = {node: transport.channel() for node, transport in self.transports.items()}
         supervisor_gone = os.pidfd_open(supervisor)
         self.pending = b""
-        self.open_pool()
+        self.files.open_pool()
         try:
             while True:
                 if self.stopping:
@@ -347,11 +318,11 @@ class Agent:
             return
         if slot is None:
             self.reclaim()  # the pool ran dry: a client that died may hold a slot
-            reply_fd = self.open_own("%d.reply" % pid, stat.S_ISFIFO, os.O_RDWR)
-            data = self.take_argv(pid)
-        elif 0 <= slot < len(self.pool) and self.slot_free(slot):
-            reply_fd = self.pool[slot]
-            data = self.take_claim(pid, slot)
+            reply_fd = self.files.open_own("%d.reply" % pid, stat.S_ISFIFO, os.O_RDWR)
+            data = self.files.take_argv(pid)
+        elif 0 <= slot < len(self.files.pool) and self.slot_free(slot):
+            reply_fd = self.files.pool[slot]
+            data = self.files.take_claim(pid, slot)
             if data is None:
                 return  # not the client's claim: never answered on another call's FIFO
         else:
@@ -360,11 +331,11 @@ class Agent:
             pidfd = os.pidfd_open(pid)
         except OSError:  # the client is gone already
             if slot is not None:
-                self.release(slot)
+                self.files.release(slot)
             else:
                 if reply_fd is not None:
                     os.close(reply_fd)
-                self.unlink_call_files(pid)
+                self.files.unlink_call_files(pid)
             return
         if reply_fd is None:
             os.close(pidfd)
@@ -378,31 +349,6 @@ class Agent:
             return self.make(call, data, name)
         except Exception as exc:  # the client must get an answer, the agent go on
             return self.answer(call, "255 %s: the job's agent failed: %s" % (PROG, exc))
-
-    def take_argv(self, pid):
-        """The arguments in the client's own argv file (b"": none), which
-        goes: the call is taken (ended() tells so)."""
-        data = b""
-        fd = self.open_own("%d.argv" % pid, stat.S_ISREG, os.O_RDONLY)
-        if fd is not None:
-            with os.fdopen(fd, "rb", buffering=0) as handle:
-                data = handle.read(MAX_ARGV_BYTES + 1)
-        self.unlink("%d.argv" % pid)
-        return data
-
-    def take_claim(self, pid, slot):
-        """The arguments in the slot's claim, which is cut to the pid: the
-        call is taken (ended() tells so). None if it is not pid's claim."""
-        fd = self.open_own(self.slot_name(slot, "claim"), stat.S_ISREG, os.O_RDWR)
-        if fd is None:
-            return None
-        mine = b"%d\0" % pid
-        with os.fdopen(fd, "r+b", buffering=0) as handle:
-            data = handle.read(len(mine) + MAX_ARGV_BYTES + 1)
-            if not data.startswith(mine):
-                return None
-            os.ftruncate(fd, len(mine) - 1)
-        return data[len(mine):]
 
     def make(self, call, data, name):
         """What the Python wrapper does for its call, up to sending it."""
@@ -436,20 +382,6 @@ class Agent:
                                 "command": " ".join(words), "forward": call.forward})
         return None
 
-    def open_own(self, name, is_kind, flags):
-        """An fd of the client's file `name` in the agent directory, if it
-        is of the right kind and the job user's (never a link to something
-        else)."""
-        try:
-            fd = os.open(os.path.join(self.directory, name), flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-        except OSError:
-            return None
-        info = os.fstat(fd)
-        if not is_kind(info.st_mode) or info.st_uid not in (self.user.pw_uid, 0):
-            os.close(fd)
-            return None
-        return fd
-
     def finish(self, call, status, lost_why=None):
         """The call ended: record it, report a failure, answer the client."""
         status, reason, lost, ended = call_outcome(call.record, call.target, status, call.error, lost_why)
@@ -478,11 +410,11 @@ class Agent:
         del self.calls[call.id]
         if call.slot is not None:
             del self.slot_calls[call.slot]
-            self.release(call.slot)
+            self.files.release(call.slot)
         else:
             if call.reply_fd is not None:
                 os.close(call.reply_fd)
-            self.unlink_call_files(call.pid)
+            self.files.unlink_call_files(call.pid)
 
     def close_outputs(self, call):
         call.close_outputs()
@@ -499,22 +431,10 @@ class Agent:
                 self.close_outputs(call)
                 self.finish(call, None, why)
 
-    # -- the pool of reply FIFOs -------------------------------------------
-
-    def slot_name(self, slot, kind):
-        return "pool-%d.%s" % (slot, kind)
-
-    def slot_path(self, slot, kind):
-        return os.path.join(self.directory, self.slot_name(slot, kind))
-
-    def open_pool(self):
-        """Open the pool's FIFOs (start made them), here in the agent: only
-        a client holds one open once the agent is gone (ended())."""
-        for slot in range(self.pool_size):
-            fd = self.open_own(self.slot_name(slot, "reply"), stat.S_ISFIFO, os.O_RDWR)
-            if fd is None:
-                break  # the pool ends here
-            self.pool.append(fd)
+    def reclaim(self):
+        """Free the pool's slots whose clients died before they asked."""
+        self.reclaimed_at = time.monotonic()
+        self.files.reclaim(self.slot_calls)
 
     def slot_free(self, slot):
         """Whether no call holds the slot: none took it, or the one that
@@ -523,86 +443,17 @@ class Agent:
         holder = self.slot_calls.get(slot)
         if holder is None:
             return True
-        if not holder.answered or self.read_own(self.slot_name(slot, "claim"), 32) == b"%d" % holder.pid:
+        if not holder.answered or self.files.read_own(self.files.slot_name(slot, "claim"), 32) == b"%d" % holder.pid:
             return False
         del self.slot_calls[slot]
         holder.slot = holder.reply_fd = None  # the pool's FIFO is no longer its
         return True
 
-    def release(self, slot):
-        """The slot's client ended: its FIFO emptied (an answer it did not
-        read), then its claim removed, so that the next client claims it."""
-        try:
-            while os.read(self.pool[slot], 1 << 16):
-                pass
-        except BlockingIOError:
-            pass
-        self.unlink(self.slot_name(slot, "claim"))
-
-    def reclaim(self):
-        """Free the slots claimed by clients that died before they asked:
-        the pid in the claim is gone, or no pid was written and no process
-        holds the claim open (its client died between the claim and the
-        write)."""
-        self.reclaimed_at = time.monotonic()
-        for slot in range(len(self.pool)):
-            if slot in self.slot_calls:
-                continue
-            name = self.slot_name(slot, "claim")
-            data = self.read_own(name, 32)
-            if data is None:
-                continue  # free
-            pid = data.split(b"\0", 1)[0]
-            if pid.isdigit():
-                if not os.path.exists("/proc/%d" % int(pid)):
-                    self.release(slot)
-            elif not held_open(self.slot_path(slot, "claim")) and self.read_own(name, 32) == b"":
-                self.release(slot)
-
-    def read_own(self, name, size):
-        """The first `size` bytes of the job user's regular file `name`, or
-        None."""
-        fd = self.open_own(name, stat.S_ISREG, os.O_RDONLY)
-        if fd is None:
-            return None
-        try:
-            return os.read(fd, size)
-        finally:
-            os.close(fd)
-
     def close_requests(self):
         """No more requests: the request FIFO goes (a later client takes the
         slow path)."""
         if self.requests is not None:
-            self.unlink(registry.AGENT_REQUESTS)
+            self.files.unlink(registry.AGENT_REQUESTS)
             os.close(self.requests)
             self.requests = None
 
-    def unlink_call_files(self, pid):
-        self.unlink("%d.reply" % pid)
-        self.unlink("%d.argv" % pid)
-
-    def unlink(self, name):
-        """Remove `name` from the agent directory, if it is there."""
-        try:
-            os.unlink(os.path.join(self.directory, name))
-        except OSError:
-            pass
-
-
-def held_open(path):
-    """Whether a process other than this one has `path` open."""
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit() or int(pid) == os.getpid():
-            continue
-        try:
-            fds = os.listdir("/proc/%s/fd" % pid)
-        except OSError:
-            continue
-        for fd in fds:
-            try:
-                if os.readlink("/proc/%s/fd/%s" % (pid, fd)) == path:
-                    return True
-            except OSError:
-                continue
-    return False
