@@ -147,3 +147,29 @@ def test_a_group_a_run_before_left_is_listed_for_this_runs_teardown(tree):
     cgroups.place(job, rank)
     cgroups.place(job, rank)
     assert recorded() == [str(left)]
+
+
+def test_v1_a_call_forked_by_a_hold_that_joined_the_runs_group_is_born_in_it(tree, monkeypatch):
+    """A worker's hold joins the run's freezer group once; a call it forks
+    is in that group already (its /proc/self/cgroup names the group then):
+    it places itself there, not in a group nested below it, and moves into
+    nothing again but its memory group."""
+    for controller in ("freezer", "memory"):
+        (tree / controller / OWN.lstrip("/")).mkdir(parents=True)
+    monkeypatch.setattr(cgroups, "_joined_run_group", None)
+    job, rank = spec(memory=1 << 20)
+    cgroups.join_run_group(job)
+    freezer = tree / "freezer" / "docker" / "abc" / "fuzz-multinode" / "j"
+    assert cgroups._joined_run_group == str(freezer)
+    assert (freezer / "cgroup.procs").read_text() == str(os.getpid())
+    (freezer / "cgroup.procs").write_text("")
+    # What the forked call reads of itself now: the run's group.
+    monkeypatch.setattr(cgroups, "_read_self_cgroup", lambda: SELF_CGROUP.replace(
+        "freezer:" + OWN, "freezer:" + OWN + "/fuzz-multinode/j"))
+    placement = cgroups.place(job, rank)
+    memory = tree / "memory" / "docker" / "abc" / "fuzz-multinode" / rank.name
+    assert placement.groups() == [str(freezer), str(memory)]
+    assert placement.join() == []
+    assert (freezer / "cgroup.procs").read_text() == ""  # no second move
+    assert (memory / "cgroup.procs").read_text() == str(os.getpid())
+    assert recorded() == [str(freezer), str(memory)]

@@ -117,6 +117,34 @@ def _make_group(job, path):
         handle.write(path + "\n")
 
 
+# cgroup v1: the run's group this process joined as a whole (join_run_group),
+# which the calls it forks are born in; None: not joined.
+_joined_run_group = None
+
+
+def join_run_group(spec):
+    """cgroup v1: move this process (a worker's hold, which forks the
+    channel's calls) into the run's group, so that every call it forks is
+    born in it: a move into a cgroup waits for an RCU grace period, some
+    ms, which each call would pay otherwise. On v2 the run's group has a
+    leaf per rank, and each call moves itself. Best effort: a call that
+    finds no joined group joins as before, and says why it cannot."""
+    global _joined_run_group
+    if is_v2():
+        return
+    own, _ = v1_own_group("freezer")
+    if own is None:
+        return
+    group = os.path.join(own, GROUP, spec.job)
+    try:
+        _make_group(spec.job, group)
+        with open(os.path.join(group, "cgroup.procs"), "w") as handle:
+            handle.write(str(os.getpid()))
+    except OSError:
+        return
+    _joined_run_group = group
+
+
 class Placement:
     """Where a rank's processes go on this node: the run's group (freezer on
     v1, the rank's leaf of the run's group on v2) and, with a memory
@@ -160,14 +188,17 @@ class Placement:
                 self.warnings.append(self._memory_not_enforced("the cgroup v2 memory controller is not available"))
 
     def _place_v1(self, limit):
-        own, why = v1_own_group("freezer")
-        if own is None:
-            self.warnings.append(self._no_cgroup(why))
+        if _joined_run_group is not None:  # forked in it already (join_run_group)
+            self.kill_group = _joined_run_group
         else:
-            group = os.path.join(own, GROUP, self.spec.job)
-            _make_group(self.spec.job, group)
-            self.kill_group = group
-            self.original.append(own)
+            own, why = v1_own_group("freezer")
+            if own is None:
+                self.warnings.append(self._no_cgroup(why))
+            else:
+                group = os.path.join(own, GROUP, self.spec.job)
+                _make_group(self.spec.job, group)
+                self.kill_group = group
+                self.original.append(own)
         if not limit:
             return
         own, why = v1_own_group("memory")
@@ -198,7 +229,8 @@ class Placement:
     def join(self):
         """Move this whole process (and so everything it starts) in."""
         for group in self.groups():
-            self._write(group, "cgroup.procs", os.getpid())
+            if group != _joined_run_group:  # in that one since it was forked
+                self._write(group, "cgroup.procs", os.getpid())
         return self.warnings
 
     @contextlib.contextmanager

@@ -15,7 +15,7 @@ import select
 import subprocess
 
 from . import registry
-from .cgroups import place
+from .cgroups import join_run_group, place
 from .channel import ForkedCalls, serve_channel
 from .claims import touch_claim
 from .errors import RuntimeFailure
@@ -111,6 +111,7 @@ def hold(spec, node, out):
     job's wrapper calls to this node (channel.py) until the connection
     closes, or the job's teardown stops it."""
     namespace = enter_rank_namespace(spec.job, spec.job)
+    join_run_group(spec)  # the calls it forks are born in the run's cgroup
     user = job_user(spec)  # once for every call
     widen_pipe(out)  # forwarded output of the calls moves in large chunks
     try:
