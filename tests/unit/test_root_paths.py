@@ -202,3 +202,35 @@ def test_a_cwd_only_root_reaches_is_refused_for_the_job_user(open_dir):
     closed.chmod(0o755)
     with inputs.entered_cwd(spec, rank, user) as cwd:
         assert os.path.samefile(cwd, spec.cwd) and cwd.startswith("/proc/%d/fd/" % os.getpid())
+
+
+def test_only_a_cwd_no_user_can_change_or_is_kept_from_is_entered_without_the_job_user(open_dir, tmp_path):
+    """Root enters the cwd itself only when every directory on the path is
+    root's, writable by root only, no link, and searchable by the job user
+    ("/", a job's default): then no process of the job user can make the
+    path lead elsewhere. Anything else is opened as the job user."""
+    nobody = pwd.getpwnam("nobody")
+    assert inputs.fixed_for(nobody, "/")
+    assert inputs.fixed_for(nobody, "/usr/bin")
+    assert not inputs.fixed_for(nobody, str(open_dir))  # below /var/tmp: anyone may write there
+    fixed = Path("/run/fmn-fixed-cwd-test")
+    fixed.mkdir(mode=0o755, exist_ok=True)
+    try:
+        fixed.chmod(0o755)
+        assert inputs.fixed_for(nobody, str(fixed))
+        fixed.chmod(0o775)  # group-writable
+        assert not inputs.fixed_for(nobody, str(fixed))
+        fixed.chmod(0o700)  # the job user may not enter it
+        assert not inputs.fixed_for(nobody, str(fixed))
+        os.chown(fixed, nobody.pw_uid, -1)
+        fixed.chmod(0o755)  # the user's own
+        assert not inputs.fixed_for(nobody, str(fixed))
+        os.chown(fixed, 0, -1)
+        link = Path("/run/fmn-fixed-cwd-test-link")
+        link.symlink_to(fixed)
+        try:
+            assert not inputs.fixed_for(nobody, str(link))
+        finally:
+            link.unlink()
+    finally:
+        fixed.rmdir()

@@ -197,7 +197,7 @@ def entered_cwd(spec, rank, user):
     link the job re-points between a check and the start). Valid while
     the `with` lasts."""
     path = job_cwd(spec, rank)
-    if os.getuid() != 0 or user.pw_uid == 0:
+    if os.getuid() != 0 or user.pw_uid == 0 or fixed_for(user, path):
         yield path
         return
     fd, error = open_directory_as(user, path)
@@ -208,6 +208,28 @@ def entered_cwd(spec, rank, user):
         yield "/proc/%d/fd/%d" % (os.getpid(), fd)
     finally:
         os.close(fd)
+
+
+def fixed_for(user, path):
+    """Whether `path` leads where root's lookup leads for any process of the
+    job user, and the job user may enter it: every directory on it, itself
+    included, root's, writable by root only, no link, and searchable by
+    the job user (through its other or group bits). "/" always is (a job's
+    default cwd), and such a cwd needs no process of the job user to open
+    it (open_directory_as: a fork per call)."""
+    groups = set(os.getgrouplist(user.pw_name, user.pw_gid))
+    current = "/"
+    for part in [""] + [p for p in os.path.normpath(path).split("/") if p]:
+        current = os.path.join(current, part) if part else current
+        try:
+            info = os.lstat(current)
+        except OSError:
+            return False
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != 0 or info.st_mode & 0o022:
+            return False
+        if not (info.st_mode & 0o001 or (info.st_mode & 0o010 and info.st_gid in groups)):
+            return False
+    return True
 
 
 def open_directory_as(user, path):
