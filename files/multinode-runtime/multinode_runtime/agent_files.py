@@ -51,15 +51,7 @@ class AgentFiles:
         """An fd of the client's file `name` in the agent directory, if it
         is of the right kind and the job user's (never a link to something
         else)."""
-        try:
-            fd = os.open(os.path.join(self.directory, name), flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-        except OSError:
-            return None
-        info = os.fstat(fd)
-        if not is_kind(info.st_mode) or info.st_uid not in (self.user.pw_uid, 0):
-            os.close(fd)
-            return None
-        return fd
+        return registry.open_owned(os.path.join(self.directory, name), flags, (self.user.pw_uid, 0), is_kind)
 
     def read_own(self, name, size):
         """The first `size` bytes of the job user's regular file `name`, or

@@ -322,15 +322,28 @@ def read_job_record(directory, name, limit=RECORD_LIMIT):
         return None  # being written, or not a record
 
 
-def _read_regular(path, owners, limit):
+def open_owned(path, flags, owners, is_kind=stat.S_ISREG):
+    """An fd of `path` in a job-writable place, or None: opened without
+    following a link or waiting on a FIFO, and kept only if it is of the
+    kind `is_kind` tells and owned by one of `owners`."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
     except OSError:
+        return None
+    info = os.fstat(fd)
+    if not is_kind(info.st_mode) or info.st_uid not in owners:
+        os.close(fd)
+        return None
+    return fd
+
+
+def _read_regular(path, owners, limit):
+    fd = open_owned(path, os.O_RDONLY, owners)
+    if fd is None:
         return None
     try:
         info = os.fstat(fd)
-        if (not stat.S_ISREG(info.st_mode) or info.st_nlink != 1 or info.st_uid not in owners
-                or info.st_size > limit):
+        if info.st_nlink != 1 or info.st_size > limit:
             return None
         data = b""
         while len(data) <= limit:
