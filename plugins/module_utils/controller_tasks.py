@@ -67,6 +67,7 @@ RANK_PLAN_ARGUMENT_SPEC: Dict[str, Any] = dict(
     files=dict(type="dict"),
     secret_names=dict(SECRET_NAMES_OPTION),
     local=dict(type="bool", default=False),
+    execution=dict(type="str", default="container", choices=["container", "host"]),
     run=dict(type="str", default=""),
 )
 
@@ -119,6 +120,7 @@ def plan_ranks(params: Mapping[str, Any]) -> Tuple[Dict[str, Any], List[str]]:
         files=params["files"],
         secret_names=params["secret_names"],
         local=params["local"],
+        execution=params.get("execution") or "container",
         run=params.get("run") or "",
     )
     # The Fuzzfile task warned about the job's own notes already.

@@ -242,6 +242,10 @@ def _admission(job: Union[Job, Mapping[str, Any]]) -> Any:
     return job.get(ADMISSION_KEY) if isinstance(job, Mapping) else None
 
 
+# Where a job's ranks run (fuzz_multinode_execution).
+EXECUTIONS = ("container", "host")
+
+
 def plan_job(
     job: Union[Job, Mapping[str, Any]],
     nodes: Sequence[Mapping[str, Any]],
@@ -253,6 +257,7 @@ def plan_job(
     files: Optional[Mapping[str, Any]] = None,
     secret_names: Optional[Iterable[Any]] = None,
     local: bool = False,
+    execution: str = "container",
     run: str = "",
 ) -> Dict[str, Any]:
     """Render the job spec for ``job`` on ``nodes`` (rank order).
@@ -277,6 +282,7 @@ def plan_job(
         claim_lease=claim_lease,
         files=files,
         local=local,
+        execution=execution,
         run=run,
     )
 
@@ -291,6 +297,7 @@ def _render(
     claim_lease: int = CLAIM_LEASE,
     files: Optional[Mapping[str, Any]] = None,
     local: bool = False,
+    execution: str = "container",
     run: str = "",
 ) -> Dict[str, Any]:
     """``plan_job`` for a job already loaded and admitted: the options and
@@ -308,6 +315,11 @@ def _render(
         raise FuzzfileError(
             "claim_lease (fuzz_multinode_claim_lease): must be a positive integer of seconds, "
             "got %r" % (claim_lease,)
+        )
+    if execution not in EXECUTIONS:
+        raise FuzzfileError(
+            "execution (fuzz_multinode_execution): must be one of %s, got %r"
+            % (", ".join(EXECUTIONS), execution)
         )
     if local:
         nodes = _local_nodes(job, nodes, job.nodes)
@@ -331,6 +343,11 @@ def _render(
         }
 
     notes = list(job.unsupported)
+    if execution == "host":
+        notes.append(
+            "jobs.%s.image.uri: the job runs on the bare host (fuzz_multinode_execution: host), "
+            "not in image %s" % (job.name, job.image_uri)
+        )
     base: Dict[str, str] = {}
     for key, value in job.env:
         if key in reserved:
@@ -403,6 +420,10 @@ def _render(
         # Local mode: every rank on one node; wrapper calls reach a rank
         # through the head's local launch socket instead of ssh.
         "local": local,
+        # Where the ranks run: "container", each in the job's image on its
+        # node (Podman); "host", on the bare host.
+        "execution": execution,
+        "image": {"uri": job.image_uri, "secret": job.image_secret},
         "ranks": ranks,
     }
     if run:

@@ -23,11 +23,6 @@ from ansible_collections.fuzz.multinode.plugins.module_utils.fuzzfile import (
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLES = os.path.join(ROOT, "examples")
 DELETE = object()
-# Every workflow gets this note: the runner uses the nodes' software, no image.
-IMAGE_NOTE = (
-    "jobs.*.image.uri: images are not pulled yet; jobs run with the software installed on "
-    "the nodes"
-)
 
 
 def read(name):
@@ -85,7 +80,7 @@ def test_example_command_parses():
     wf = parse_workflow(read("generic-multinode.yml"))
     assert wf.version == "v4"
     assert list(wf.jobs) == ["generic-multinode"]
-    assert wf.unsupported == [IMAGE_NOTE]
+    assert wf.unsupported == []  # the image is used: no note
     j = select_job(wf)
     assert j.name == "generic-multinode"
     assert j.image_uri.startswith("oras://docker.io/anderbubble/openmpi-hello-world.sif@sha256:")
@@ -365,7 +360,6 @@ def test_unsupported_workflow_features_are_recorded(version):
         "services: services are not supported yet; ignored (web, db)",
         "annotations: workflow annotations are not supported yet; ignored",
         "volumes: volumes are not supported yet; ignored",
-        IMAGE_NOTE,
     ]
     assert select_job(wf).env == [("A", "1")]
     assert wf.to_dict() == {
@@ -971,7 +965,7 @@ def test_module_reads_the_example():
         "version": "v4",
         "jobs": ["generic-multinode"],
         "services": [],
-        "unsupported": [IMAGE_NOTE],
+        "unsupported": [],
         "warnings": [],
         "files": {},
         "order": ["generic-multinode"],
@@ -980,9 +974,7 @@ def test_module_reads_the_example():
         "service_defs": {},
     }
     assert result["job"] == expected
-    assert result["warnings"] == ["examples/generic-multinode.yml: " + note for note in [
-        IMAGE_NOTE,
-    ]]
+    assert "warnings" not in result  # the image is used: nothing to warn about
 
 
 def test_module_bad_input_gives_the_message(tmp_path):
@@ -1120,7 +1112,6 @@ def test_module_playbook(tmp_path):
     assert "job" not in several
     assert tasks["warnings"]["warnings"] == [
         "%s: volumes: volumes are not supported yet; ignored" % multi,
-        "%s: %s" % (multi, IMAGE_NOTE),
         "%s: jobs.a.mounts: volume mounts are not supported yet; ignored" % multi,
     ]
     spec = tasks["plan b"]["spec"]

@@ -28,7 +28,7 @@ from ansible_collections.fuzz.multinode.plugins.module_utils.fuzzfile import (
     select_job,
 )
 
-from test_fuzzfile import IMAGE_NOTE, adhoc
+from test_fuzzfile import adhoc
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PIPELINE = os.path.join(ROOT, "examples", "pipeline.yml")
@@ -219,7 +219,6 @@ def test_v4_everything():
         "defaults.mounts: volume mounts are not supported yet; ignored",
         "defaults.job.mounts: volume mounts are not supported yet; ignored",
         "defaults.service.mounts: volume mounts are not supported yet; ignored",
-        IMAGE_NOTE,
     ]
     assert wf.warnings == ["jobs.prepare.requires: deprecated; read as depends-on with status "
                            "FINISHED"]
@@ -360,7 +359,6 @@ def test_v1_everything():
         "defaults.job.mounts: volume mounts are not supported yet; ignored",
         "defaults.job.policy.retry.attempts: retries are not supported yet (Fuzzball ignores "
         "them too); ignored",
-        IMAGE_NOTE,
     ]
     assert first.unsupported == [
         "jobs.first.mounts: volume mounts are not supported yet; ignored",
@@ -373,7 +371,7 @@ def test_the_workflow_example():
         wf = parse_workflow(handle.read())
     assert wf.order == ["prepare", "solve", "energy", "residual", "report"]
     assert wf.waves == [["prepare"], ["solve"], ["energy", "residual"], ["report"]]
-    assert wf.unsupported == [IMAGE_NOTE] and wf.warnings == []
+    assert wf.unsupported == [] and wf.warnings == []
     assert "tolerance = 1e-6\n" in wf.files["solver.conf"]
     solve = wf.jobs["solve"]
     assert solve.command == ["/bin/sh", "-c", "mpi_hello_world"]
@@ -495,7 +493,6 @@ def test_defaults_notes_are_workflow_notes():
         "ignored",
         "defaults.job.resource.exclusive: exclusive node use is not supported yet; ignored",
         "defaults.job.policy.restart: restart policies are not supported yet; ignored",
-        IMAGE_NOTE,
     ]
     a = wf.jobs["a"]
     assert (a.exclusive, a.cpu_threads, a.restart, a.unsupported) == (True, False, "never", [])
@@ -1227,7 +1224,6 @@ def test_module_returns_the_normalized_workflow():
     assert result["job"] == wf.jobs["solve"].to_dict()
     assert (result["job"]["total_slots"], result["job"]["timeout_seconds"]) == (4, 5400.0)
     assert result["warnings"] == ["examples/pipeline.yml: " + note for note in [
-        IMAGE_NOTE,
         "jobs.solve.depends-on: prepare not run first; -e job=solve runs this one job only",
     ]]
 

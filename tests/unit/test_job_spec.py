@@ -103,6 +103,13 @@ def test_spec_of_the_command_example():
         "total_slots": 4,
         "unsupported": [],
         "local": False,
+        # By default every rank runs in the job's image.
+        "execution": "container",
+        "image": {
+            "uri": "oras://docker.io/anderbubble/openmpi-hello-world.sif@sha256:"
+            "dc92ea0c541a8d9f30b4d6b78bfc57bd2fe9806689d93ece6069c6ed6519fa9a",
+            "secret": None,
+        },
         "ranks": [
             {
                 "rank": 0,

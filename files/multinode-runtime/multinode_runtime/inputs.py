@@ -153,9 +153,10 @@ def job_argv(spec):
 
 # -- what a rank runs, and where ---------------------------------------------
 
-def job_command(spec, env, who):
+def job_command(spec, env, who, in_image=False):
     """The argv the job's command or script runs with (on rank 0, or as a
-    task), argv[0] looked up on the job's PATH; `who` names it in errors."""
+    task), argv[0] looked up on the job's PATH (in the job's image the
+    image's shell looks it up); `who` names it in errors."""
     if spec.mode == "script":
         script = registry.job_path(spec.job, registry.SCRIPT_FILE)
         argv = [script] if spec.script.startswith("#!") else ["/bin/sh", script]
@@ -166,7 +167,7 @@ def job_command(spec, env, who):
     # script, written at the same path on every node) on all ranks.
     launcher = list(spec.launcher)
     argv = launcher + argv
-    if "/" not in argv[0]:
+    if "/" not in argv[0] and not in_image:
         found = which(argv[0], env.get("PATH", DEFAULT_PATH))
         if found is None:
             hint = ""
@@ -334,15 +335,17 @@ def _prepare_as_user(emit, spec):
         emit({"error": "jobs.%s.cwd: %s: cannot enter it: %s" % (spec.job, spec.cwd, exc.strerror)})
 
 
-def prepare_inputs(spec, node, user):
+def prepare_inputs(spec, node, user, container=None):
     """As the job user: write the job's files (recording what was created,
-    for cleanup) and check that it can enter the job's cwd. Every problem
-    found fails the job before it starts, in one message."""
+    for cleanup) and check that it can enter the job's cwd, inside the
+    job's container when it has one (what is written there goes with it).
+    Every problem found fails the job before it starts, in one message."""
     if not spec.files and spec.cwd == "/":
         return
-    records, failed = run_as(user, _prepare_as_user, spec)
+    enter = container.enter_here if container is not None else None
+    records, failed = run_as(user, _prepare_as_user, spec, enter=enter)
     created = [r for r in records if "created" in r]
-    if created:
+    if created and container is None:
         registry.write_file(registry.job_path(spec.job, registry.CREATED_FILE), json.dumps(created), 0o600)
     errors = [r["error"] for r in records if "error" in r] + ([failed] if failed else [])
     if errors:
@@ -350,6 +353,8 @@ def prepare_inputs(spec, node, user):
         for rank in spec.ranks:
             if rank.node == node:
                 where += " (rank %d, %s)" % (rank.rank, rank.name)
+        if container is not None:
+            where += " in image %s" % container.image
         raise RuntimeFailure("job %s cannot start on %s as user %s: %s" % (
             spec.job, where, user.pw_name, "; ".join(errors)))
 

@@ -19,7 +19,8 @@ from .cgroups import join_run_group, place
 from .channel import ForkedCalls, serve_channel
 from .claims import touch_claim
 from .errors import RuntimeFailure
-from .inputs import entered_cwd, job_command, job_environment, job_user
+from .execution import rank_container, spawn_rank
+from .inputs import job_command, job_environment, job_user
 from .processes import (
     POLL_SECONDS,
     become_subreaper,
@@ -29,7 +30,6 @@ from .processes import (
     pids_in_namespaces,
     reap_children,
     release_namespace,
-    spawn_as,
 )
 from .resources import bind_cpus
 from .spec import load_spec
@@ -146,12 +146,12 @@ class Launch:
             if not pids_in_namespaces({namespace}, {os.getpid()}, self.user):
                 release_namespace(job, namespace)
 
-    def command(self, env):
+    def command(self, env, in_image):
         if self.request.get("task"):
             if not self.rank.is_task:
                 raise RuntimeFailure("%s is not a task of job %s" % (self.rank.name, self.spec.job))
             return job_command(self.spec.with_changes(argv=self.rank.argv), env,
-                               "task %s" % self.rank.name)
+                               "task %s" % self.rank.name, in_image)
         return ["/bin/sh", "-c", "--", self.request["command"]]
 
     def run_in(self, namespace):
@@ -165,10 +165,11 @@ class Launch:
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         env = job_environment(self.spec, self.rank, self.user)
-        argv = self.command(env)
+        container = rank_container(self.spec, self.rank)
+        argv = self.command(env, container is not None)
         try:
-            with entered_cwd(self.spec, self.rank, self.user) as cwd:
-                child = spawn_as(self.user, argv, env, cwd, subprocess.DEVNULL, out_w, err_w)
+            child = spawn_rank(self.spec, self.rank, self.user, argv, env, container,
+                               subprocess.DEVNULL, out_w, err_w)
         finally:
             os.close(out_w)
             os.close(err_w)

@@ -6,6 +6,7 @@ import json
 
 from . import registry
 from .claims import check_free, claims_locked, write_claim
+from .containers import place_job
 from .errors import RuntimeFailure
 from .inputs import job_user, prepare_inputs
 from .resources import check_resources
@@ -28,7 +29,8 @@ def prepare_job(data, spec, node):
                                 spec.script if spec.mode == "script" else None)
         write_claim(spec.job, spec.run, spec.claim_lease)
     registry.write_hosts_block(spec.job, [(r.address, r.name) for r in spec.ranks])
-    prepare_inputs(spec, node, user)
+    container = place_job(spec, node)  # after the hosts block: the container sees it
+    prepare_inputs(spec, node, user, container)
     return {"changed": True, "job": spec.job, "node": node, "run": spec.run}
 
 

@@ -308,9 +308,10 @@ def exit_status(wait_status):
 
 
 def spawn_as(user, argv, env, cwd, stdin, stdout, stderr):
-    """Start argv as the job user in its own session (process group)."""
+    """Start argv as the job user (None: as this process's user) in its
+    own session (process group)."""
     kwargs = {}
-    if os.getuid() == 0 and user.pw_uid != 0:
+    if user is not None and os.getuid() == 0 and user.pw_uid != 0:
         kwargs = dict(user=user.pw_uid, group=user.pw_gid,
                       extra_groups=os.getgrouplist(user.pw_name, user.pw_gid))
     try:
@@ -322,11 +323,13 @@ def spawn_as(user, argv, env, cwd, stdin, stdout, stderr):
         raise RuntimeFailure("cannot run %r: %s" % (argv[0], exc.strerror)) from None
 
 
-def run_as(user, work, *args):
+def run_as(user, work, *args, enter=None):
     """Run work(emit, *args) in a child process with the job user's uid,
-    gid and groups, so it touches the node with the job user's rights only.
-    emit(record) sends a JSON record back. Returns (the records, None), or
-    (the records sent, why) when work did not finish."""
+    gid and groups, so it touches the node with the job user's rights only;
+    with `enter`, called first as root (into the job's container:
+    containers.Container.enter_here). emit(record) sends a JSON record
+    back. Returns (the records, None), or (the records sent, why) when work
+    did not finish."""
     reader, writer = os.pipe()
     child = os.fork()
     if child == 0:
@@ -337,6 +340,8 @@ def run_as(user, work, *args):
 
         try:
             os.close(reader)
+            if enter is not None:
+                enter()
             if os.getuid() == 0 and user.pw_uid != 0:
                 os.setgroups(os.getgrouplist(user.pw_name, user.pw_gid))
                 os.setgid(user.pw_gid)

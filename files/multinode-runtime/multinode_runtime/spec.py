@@ -98,6 +98,10 @@ class JobSpec:
     launcher: List[str] = field(default_factory=list)  # rank 0's argv prefix (MPI)
     nodes: int = 1
     local: bool = False             # every rank on this one node
+    # "container": every rank in the job's image (containers.py); "host":
+    # on the bare host, as a spec that names no execution (an older one).
+    execution: str = "host"
+    image: Dict[str, Any] = field(default_factory=dict)  # {"uri": ..., "secret": ...}
     ranks: List[Rank] = field(default_factory=list)
     task_array: Optional[TaskArray] = None
     # Set by `head --controller-timeout`, not by the controller's plan.

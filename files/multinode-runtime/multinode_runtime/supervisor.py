@@ -16,8 +16,10 @@ from .agent import Agent
 from .calls import rank_outcomes, read_call_records
 from .cgroups import place, run_cgroups
 from .claims import touch_claim
+from .containers import host_reason
 from .errors import PROG, RuntimeFailure
-from .inputs import entered_cwd, forget_secrets, job_command, job_environment, job_user
+from .execution import rank_container, spawn_rank
+from .inputs import forget_secrets, job_command, job_environment, job_user
 from .processes import (
     POLL_SECONDS,
     become_subreaper,
@@ -28,7 +30,6 @@ from .processes import (
     kill_job_processes,
     reap_children,
     recorded_namespaces,
-    spawn_as,
 )
 from .resources import bind_cpus
 from .teardown import clean_nodes, keep_handed_logs
@@ -74,6 +75,10 @@ class Supervisor:
         log_fd = None
         try:
             log_fd = os.open(result["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o640)
+            fallback = host_reason(self.job)
+            if fallback is not None:
+                write_all(log_fd, ("fuzz.multinode: job %s runs on the bare host: %s\n" % (
+                    self.job, fallback)).encode())
             namespace = enter_rank_namespace(self.job, self.namespace_name())
             become_subreaper()
             self.open_connections(log_fd)
@@ -235,7 +240,8 @@ class Supervisor:
         bind_cpus(self.spec, self.head)
         placement = place(self.spec, self.head)
         env = job_environment(self.spec, self.head, self.user)
-        argv = job_command(self.spec, env, "rank 0 (%s)" % self.head.name)
+        container = rank_container(self.spec, self.head)
+        argv = job_command(self.spec, env, "rank 0 (%s)" % self.head.name, container is not None)
         # Rank 0 writes into a pipe, relayed into the job log as whole lines:
         # its own unterminated writes never meet a forwarded line there.
         if self.rank0_output is None:
@@ -243,9 +249,9 @@ class Supervisor:
         out = self.rank0_output.write_fd
         # Rank 0 starts in the run's cgroups; the supervisor stays out of
         # them, as teardown kills all they hold.
-        with entered_cwd(self.spec, self.head, self.user) as cwd:
-            with placement.spawning_in():
-                child = spawn_as(self.user, argv, env, cwd, subprocess.DEVNULL, out, out)
+        with placement.spawning_in():
+            child = spawn_rank(self.spec, self.head, self.user, argv, env, container,
+                               subprocess.DEVNULL, out, out)
         for warning in placement.warnings:
             write_all(log_fd, ("fuzz.multinode: warning: %s\n" % warning).encode())
         self.rank0_output.start()

@@ -13,12 +13,14 @@ after, runs `cleanup JOB --everywhere` on the head instead.
 
 import json
 import subprocess
+import sys
 import time
 
 from . import registry
 from .calls import read_call_records
 from .cgroups import run_cgroups
 from .claims import claims_locked, held_run, holds, touch_claim
+from .containers import remove_container
 from .errors import RuntimeFailure
 from .inputs import forget_secrets, job_user, rank_environment, remove_job_files
 from .processes import kill_job_processes, recorded_namespaces, release_namespace, spawn_as
@@ -39,6 +41,10 @@ def cleanup_job(job, grace, user):
         release_namespace(job, ns)
     cgroups.remove()
     remove_job_files(job, user)
+    try:
+        remove_container(job)
+    except RuntimeFailure as exc:  # the rest of the cleanup still has to happen
+        sys.stderr.write("multinode-runtime: %s\n" % exc)
     registry.write_hosts_block(job, [])
     registry.remove_job_dir(job)
     return killed

@@ -88,7 +88,6 @@ TRANSFER_POLICY_KEYS = ("timeout", "retry")
 LOCATION_KEYS = ("uri", "secret")
 
 NOTE = {
-    "image": "images are not pulled yet; jobs run with the software installed on the nodes",
     "image.secret": "registry secrets are not supported yet; ignored",
     "cpu.threads": "hardware threads selection is not supported yet; ignored",
     "cpu.sockets": "socket counts are not supported yet; ignored",

@@ -354,7 +354,6 @@ def parse_workflow(text: str) -> Workflow:
         )
     if services:
         notes.insert(0, "services: %s (%s)" % (NOTE["services"], ", ".join(services)))
-    notes.append("jobs.*.image.uri: %s" % NOTE["image"])
 
     workflow = Workflow(
         version=version,
