@@ -209,7 +209,7 @@ def place_job(spec, node):
         return None
     missing = [path for path in (PODMAN, NSENTER) if not os.access(path, os.X_OK)]
     if missing and spec.local:
-        reason = "this machine has no container runtime (%s), so image %s is not used" % (
+        reason = "this machine has no Podman (%s), so image %s is not used" % (
             " or ".join(missing), spec.image.get("uri", ""))
         registry.write_file(record_path(spec.job), json.dumps({"host": reason}), 0o600)
         return None
