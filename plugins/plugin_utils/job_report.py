@@ -142,6 +142,8 @@ def summary_lines(result, spec, log_file, exists=os.path.exists):
     title = "job %s %s" % (job, status)
     if result.get("duration") is not None:
         title += " after %s" % format_duration(float(result["duration"]))
+    if result.get("ran_in"):
+        title += ", " + result["ran_in"]  # in its image, or on the bare host
     outcomes = {entry.get("rank"): entry for entry in result.get("ranks") or []}
     tasks = bool(spec.get("task_array"))
     logs = os.path.splitext(log_file)[0]

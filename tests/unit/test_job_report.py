@@ -279,6 +279,9 @@ def test_summary_of_a_task_array_has_a_row_per_task(tmp_path):
         ended=3.0)}
     lines = summary_lines(result, spec(2, task_array=True), str(tmp_path / "j.log"))
     assert lines[0] == "job j FINISHED after 3.0 s"
+    ran = summary_lines(dict(result, ran_in="in image docker://x/y:1"), spec(2, task_array=True),
+                        str(tmp_path / "j.log"))
+    assert ran[0] == "job j FINISHED after 3.0 s, in image docker://x/y:1"
     assert lines[1].split()[0] == "task"
     assert [line.split()[:4] for line in lines[2:]] == [["1", "j-1", "node-1", "0"], ["2", "j-2", "node-2", "0"]]
     assert lines[2].endswith("  -") and lines[3].endswith(os.path.join(str(tmp_path), "j", "task-2.log"))

@@ -221,6 +221,13 @@ def place_job(spec, node):
     return start_container(spec, node, ranks[0].name)
 
 
+def ran_in(spec):
+    """Where the job's ranks run, for its summary."""
+    if job_container(spec.job) is not None:
+        return "in image %s" % spec.image.get("uri", "")
+    return "on the bare host"
+
+
 def host_reason(job):
     """Why a job that asked for its image runs on the bare host here, or
     None (for the job log)."""

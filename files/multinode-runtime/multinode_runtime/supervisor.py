@@ -16,7 +16,7 @@ from .agent import Agent
 from .calls import rank_outcomes, read_call_records
 from .cgroups import place, run_cgroups
 from .claims import touch_claim
-from .containers import host_reason
+from .containers import host_reason, ran_in
 from .errors import PROG, RuntimeFailure
 from .execution import rank_container, spawn_rank
 from .inputs import forget_secrets, job_command, job_environment, job_user
@@ -124,6 +124,7 @@ class Supervisor:
                 os.close(log_fd)
             touch_claim(self.job)  # the job is over; its play cleans up next
         result["duration"] = round(time.time() - started, 3)
+        result["ran_in"] = ran_in(self.spec)
         result["torn_down"] = self.torn_down
         return result
 

@@ -1,0 +1,64 @@
+"""The pure parts of running a job in its image (containers.py): which
+images Podman is asked for, and the shell that enters a rank's cwd inside
+the image as the job user (run here with every POSIX sh the nodes have)."""
+
+import shutil
+import subprocess
+
+import pytest
+from multinode_runtime.containers import ENTER_SCRIPT, Container, local_image
+from multinode_runtime.errors import RuntimeFailure
+
+SHELLS = [sh for sh in ("dash", "busybox") if shutil.which(sh)]
+
+
+def test_docker_images_are_asked_for_by_their_name():
+    assert local_image("docker://mirror.gcr.io/library/alpine:3.16") == "mirror.gcr.io/library/alpine:3.16"
+    digest = "docker://mirror.gcr.io/library/debian@sha256:" + "a" * 64
+    assert local_image(digest) == "mirror.gcr.io/library/debian@sha256:" + "a" * 64
+
+
+@pytest.mark.parametrize("uri, says", [
+    ("oras://docker.io/u/x.sif@sha256:" + "0" * 64, "oras:// (SIF) images are not pulled yet"),
+    ("library/alpine:3.16", "only docker:// and oras:// images exist in Fuzzball"),
+    ("https://example.org/x.tar", "only docker:// and oras:// images exist in Fuzzball"),
+])
+def test_other_images_are_refused_naming_the_image(uri, says):
+    with pytest.raises(RuntimeFailure) as failure:
+        local_image(uri)
+    assert str(failure.value).startswith("image %s: " % uri)
+    assert says in str(failure.value)
+
+
+def enter(shell, cwd, *argv):
+    command = ["busybox", "sh"] if shell == "busybox" else [shell]
+    return subprocess.run(command + ["-c", ENTER_SCRIPT, "fuzz-multinode", cwd] + list(argv),
+                          capture_output=True, text=True, timeout=10, check=False)
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_the_command_starts_in_the_cwd_with_its_arguments_intact(shell, tmp_path):
+    done = enter(shell, str(tmp_path), "sh", "-c", 'pwd; printf "<%s>" "$@"', "x", "a b", "", "$HOME", "*")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "%s\n<a b><><$HOME><*>" % tmp_path
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_a_missing_cwd_fails_naming_it(shell, tmp_path):
+    done = enter(shell, str(tmp_path / "data"), "true")
+    assert done.returncode == 1
+    assert done.stderr == ("fuzz.multinode: cwd %s: no such directory in the job's image, or the "
+                           "job user may not enter it\n" % (tmp_path / "data"))
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_the_exit_status_is_the_commands(shell, tmp_path):
+    assert enter(shell, str(tmp_path), "sh", "-c", "exit 7").returncode == 7
+
+
+def test_a_dead_container_is_not_entered(tmp_path):
+    gone = Container("j", {"name": "fuzz-multinode-j", "image": "docker://x/y:1", "pid": 2 ** 22 + 1, "mnt": 1})
+    assert not gone.alive()
+    with pytest.raises(RuntimeFailure, match=r"the container of job j on node n1 \(image docker://x/y:1\) "
+                                             r"is not running any more"):
+        gone.check_alive("n1")
