@@ -365,7 +365,10 @@ class Agent:
             if call.me.rank == 0:
                 report_failure(self.spec, call.me, 255, "a wrapper call on %s failed: %s" % (call.me.name, exc))
             return self.answer(call, "255 %s: %s" % (PROG, exc))
-        channel = self.channels.get(call.target.node)
+        try:
+            channel = self.channel_to(call.target)
+        except RuntimeFailure as exc:
+            return self.answer(call, "255 %s: %s" % (PROG, exc))
         if channel is None:
             return self.answer(call, "slow")
         if call.forward:
@@ -381,6 +384,11 @@ class Agent:
         channel.start(call.id, {"job": self.spec.job, "run": self.spec.run, "rank": call.target.rank,
                                 "command": " ".join(words), "forward": call.forward})
         return None
+
+    def channel_to(self, target):
+        """The channel to the node of rank `target`, or None (the call takes
+        the slow path)."""
+        return self.channels.get(target.node)
 
     def finish(self, call, status, lost_why=None):
         """The call ended: record it, report a failure, answer the client."""

@@ -18,6 +18,7 @@ from . import registry
 from .cgroups import join_run_group, place
 from .channel import ForkedCalls, serve_channel
 from .claims import touch_claim
+from .containers import job_container
 from .errors import RuntimeFailure
 from .execution import rank_container, spawn_rank
 from .inputs import job_command, job_environment, job_user
@@ -47,6 +48,7 @@ from .wire import (
     widen_pipe,
     write_all,
 )
+from .worker_agent import WorkerAgent
 
 
 def serve_launch(original):
@@ -59,7 +61,7 @@ def serve_launch(original):
         node = registry.this_node(spec.job)
         check_request_run(spec, request, node)
         if request.get("hold"):
-            return hold(spec, node, out)
+            return hold(spec, node, out, bool(request.get("agent")))
         if request.get("cleanup"):
             answer = stop_on_request(spec, node, bool(request.get("unregister")),
                                      hand_over=bool(request.get("hand_over")))
@@ -103,22 +105,30 @@ def check_request_run(spec, request, node):
             spec.job, node, spec.run or "(no id)", request.get("run") or "(no id)"))
 
 
-def hold(spec, node, out):
+def hold(spec, node, out, with_agent=False):
     """The head supervisor's lifeline to this node: a process of the job for
     as long as the supervisor's connection is open, so the run's claim here
     stays live while the job runs (claims.py), also when no wrapper call is
     running on this node. Answers READY once in place, then carries the
     job's wrapper calls to this node (channel.py) until the connection
-    closes, or the job's teardown stops it."""
+    closes, or the job's teardown stops it. The head's hold (`with_agent`)
+    also runs the node's agent while the job runs in its image here
+    (worker_agent.py)."""
     namespace = enter_rank_namespace(spec.job, spec.job)
     join_run_group(spec)  # the calls it forks are born in the run's cgroup
     user = job_user(spec)  # once for every call
     widen_pipe(out)  # forwarded output of the calls moves in large chunks
+    agent = None
+    if with_agent and job_container(spec.job) is not None:
+        agent = WorkerAgent(spec, user, node)
+        agent.start()
     try:
         send_frame(out, FRAME_STDOUT, READY)
         calls = ForkedCalls(lambda request: serve_call(spec, node, request, 1, user))
         serve_channel(calls, 0, out)
     finally:
+        if agent is not None:
+            agent.stop()
         touch_claim(spec.job)  # the run's play cleans up next: keep its claim
         release_namespace(spec.job, namespace)
     send_frame(out, FRAME_EXIT, b"0")

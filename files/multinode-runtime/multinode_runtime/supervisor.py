@@ -232,7 +232,7 @@ class Supervisor:
         reason. Then start the agent, which makes the wrapper calls of the
         ranks here over them and writes their forwarded lines into the job
         log beside rank 0's (its output's pipe is the job log's stand-in)."""
-        self.transports = open_transports(self.spec, self.user, self.connect_nodes())
+        self.transports = open_transports(self.spec, self.user, self.connect_nodes(), agents=True)
         self.rank0_output = LineRelay(log_fd, self.user)
         self.agent = Agent(self.spec, self.user, self.transports, {self.rank0_output.identity})
         self.agent.start(close=self.rank0_output.fds())

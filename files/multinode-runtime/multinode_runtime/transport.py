@@ -63,11 +63,16 @@ class SshTransport:
         fresh_options = ["-o", "ControlMaster=no", "-o", "ControlPath=none"] if fresh else []
         return ssh_command(self.node, self.address) + fresh_options + ["-T", encode_request(request)]
 
-    def open(self, user):
+    def open(self, user, agent=False):
         """Start the job's ControlMaster to the node with its first session,
-        the `hold` (the job's lifeline to the node and its channel). Its
-        answer is awaited by open_transports."""
-        hold = encode_request({"job": self.spec.job, "run": self.spec.run, "hold": True})
+        the `hold` (the job's lifeline to the node and its channel; with
+        `agent`, the head's, it also starts the node's agent where the job
+        runs in its image: worker_agent.py). Its answer is awaited by
+        open_transports."""
+        request = {"job": self.spec.job, "run": self.spec.run, "hold": True}
+        if agent:
+            request["agent"] = True
+        hold = encode_request(request)
         argv = ssh_command(self.node, self.address) + ["-M", "-o", "ControlPersist=yes", "-T", hold]
         self.proc = spawn_as(user, argv, rank_environment(self.spec, self.spec.head, user),
                              "/", subprocess.PIPE, subprocess.PIPE, subprocess.PIPE)
@@ -159,7 +164,7 @@ class LocalTransport:
     def command(self, request, fresh=False):
         return registry.runtime_command("connect", self.spec.job, encode_request(request))
 
-    def open(self, user):
+    def open(self, user, agent=False):
         from .local_socket import start_local_launcher
         self.user = user
         self.server = start_local_launcher(self.spec, user)
@@ -180,17 +185,18 @@ def transport_for(spec, rank):
     return LocalTransport(spec, rank) if spec.local else SshTransport(spec, rank)
 
 
-def open_transports(spec, user, nodes):
+def open_transports(spec, user, nodes, agents=False):
     """Open the transport of every node of `nodes` ({node: a rank on it})
     at job start, in parallel; returns {node: transport}. A node we cannot
     reach fails the job now, with the reason. In local mode every rank is on
-    this node: one local transport."""
+    this node: one local transport. `agents`: the head's transports, whose
+    holds start the nodes' agents."""
     if spec.local:
         nodes = {spec.head.node: spec.head}
     opened = {node: transport_for(spec, rank) for node, rank in nodes.items()}
     waiting = {}
     for node, transport in opened.items():
-        fd = transport.open(user)
+        fd = transport.open(user, agents)
         if fd is not None:
             waiting[fd] = (nodes[node], transport)
     errors = []
