@@ -118,9 +118,12 @@ class Head:
         os.chmod(slow, 0o755)
         with open(CLIENT) as handle:
             text = handle.read()
+        self.runtime = os.path.join(self.tmp, "multinode-runtime")
+        os.mkdir(self.runtime)  # not there inside a job's image
         for fixed, here in (("/proc/sys/kernel/hostname", self.hostname),
                             ("/run/fuzz-multinode/jobs/", registry.JOBS_DIR + "/"),
-                            ("/usr/bin/python3 -I /opt/fuzz-multinode/multinode-runtime", slow)):
+                            ("runtime=/opt/fuzz-multinode/multinode-runtime", "runtime=" + self.runtime),
+                            ('/usr/bin/python3 -I "$runtime"', slow)):
             assert text.count(fixed) == 1, "files/ssh-wrapper no longer names %s once" % fixed
             text = text.replace(fixed, here)
         self.client = os.path.join(self.tmp, "ssh-wrapper")
@@ -290,6 +293,22 @@ def test_the_python_wrapper_makes_the_calls_the_agent_does_not(head, case):
     assert head.remote("requests") is None and calls.read_call_records("j") == []
     if head.agent is not None:
         assert head.leftovers() == []
+
+
+@pytest.mark.parametrize("case", ["no agent yet", "not a rank of the job"])
+def test_inside_an_image_a_call_the_agent_does_not_make_fails_saying_why(head, case):
+    """Inside a job's image there is no runtime to fall back on: the call
+    fails with status 255 and says so, and nothing else runs."""
+    os.rmdir(head.runtime)
+    if case != "no agent yet":
+        head.start_agent()
+        head.as_rank("j-7")
+    status, out, err = head.call(["j-1", "echo", "hi"])
+    assert (status, out) == (255, "")
+    assert err == ("multinode-ssh-wrapper: this call cannot be made from inside the job's image: "
+                   "only the job's agent on this node makes calls there, and it did not take this one "
+                   "(not up yet, or an output it cannot write into)\n")
+    assert head.slow_argv() is None
 
 
 def test_killing_the_client_stops_the_remote_command(head):

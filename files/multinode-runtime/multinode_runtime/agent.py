@@ -37,6 +37,8 @@ import time
 from . import registry
 from .agent_files import MAX_ARGV_BYTES, AgentFiles
 from .calls import record_call
+from .channel import ForkedCalls
+from .containers import job_container
 from .errors import PROG, RuntimeFailure
 from .forwarding import QUEUE_LIMIT, open_client_outputs
 from .processes import send_signal
@@ -75,8 +77,10 @@ class Agent:
     """The supervisor's handle on its agent process (start, stop,
     calls_in_flight) and, in that process, the agent itself (serve)."""
 
-    def __init__(self, spec, user, transports, job_log_pipes=()):
+    def __init__(self, spec, user, transports, job_log_pipes=(), node=None):
         self.spec, self.user, self.transports = spec, user, transports
+        self.node = node or spec.head.node  # the agent's own node
+        self.in_image = job_container(spec.job) is not None
         self.job_log_pipes = set(job_log_pipes)  # (st_dev, st_ino) of pipes relayed into the job log
         self.files = AgentFiles(spec, user)
         self.directory, self.requests_path = self.files.directory, self.files.requests_path
@@ -387,8 +391,15 @@ class Agent:
 
     def channel_to(self, target):
         """The channel to the node of rank `target`, or None (the call takes
-        the slow path)."""
-        return self.channels.get(target.node)
+        the slow path). Where the job runs in its image there is no slow
+        path: a call for a rank of this node is forked here, as a hold
+        forks the calls that come over its channel."""
+        channel = self.channels.get(target.node)
+        if channel is None and target.node == self.node and self.in_image:
+            from .launch import serve_call
+            channel = ForkedCalls(lambda request: serve_call(self.spec, self.node, request, 1, self.user))
+            self.channels[target.node] = channel
+        return channel
 
     def finish(self, call, status, lost_why=None):
         """The call ended: record it, report a failure, answer the client."""

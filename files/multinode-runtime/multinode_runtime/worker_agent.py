@@ -13,26 +13,18 @@ calls forked here for a rank of this node, as the hold forks the head's.
 import os
 
 from .agent import Agent
-from .channel import ForkedCalls
 from .transport import open_transports
 
 
 class WorkerAgent(Agent):
     def __init__(self, spec, user, node):
-        super().__init__(spec, user, {})
-        self.node = node
+        super().__init__(spec, user, {}, node=node)
 
     def channel_to(self, target):
-        channel = self.channels.get(target.node)
-        if channel is not None:
-            return channel
-        if target.node == self.node:
-            from .launch import serve_call
-            channel = ForkedCalls(lambda request: serve_call(self.spec, self.node, request, 1, self.user))
-        else:  # RuntimeFailure: the node could not be reached, the client is told why
+        channel = super().channel_to(target)  # a rank of this node's: forked here
+        if channel is None:  # RuntimeFailure: the node could not be reached, the client is told why
             self.transports.update(open_transports(self.spec, self.user, {target.node: target}))
-            channel = self.transports[target.node].channel()
-        self.channels[target.node] = channel
+            channel = self.channels[target.node] = self.transports[target.node].channel()
         return channel
 
     def serve(self, supervisor):
