@@ -1,0 +1,92 @@
+"""Writing SIF (Singularity Image Format) files for the tests: a root file
+system directory, squashed with Debian's mksquashfs, as the primary system
+partition of a SIF laid out as sylabs' sif library (pkg/sif, create.go)
+writes one: descriptor table at 4096 with room for 48 descriptors, data
+after it, a partition aligned on 4096 bytes.
+
+Written field by field from the format's description, apart from the node
+runtime's reader (multinode_runtime.sif), so that reading back what this
+writes tests the reader against the format, not against itself.
+"""
+
+import os
+import struct
+import subprocess
+import tempfile
+import uuid
+
+LAUNCH = b"#!/usr/bin/env run-singularity\n"
+DESCRIPTORS_OFFSET = 4096
+DESCRIPTOR_CAPACITY = 48
+DESCRIPTOR_SIZE = 585
+PARTITION_ALIGNMENT = 4096
+
+DATA_DEFFILE = 0x4001
+DATA_PARTITION = 0x4004
+FS_SQUASHFS = 1
+FS_EXT3 = 2
+PART_SYSTEM = 1
+PART_PRIMARY_SYSTEM = 2
+ARCH_AMD64 = b"02\0"
+GROUP_MASK = 0xF0000000
+
+
+def squash(rootfs, dest):
+    """mksquashfs the directory rootfs into the new file dest, owners kept
+    (the image's files belong to root inside it, as built by root)."""
+    subprocess.run(["mksquashfs", rootfs, dest, "-noappend", "-quiet", "-no-progress", "-comp", "gzip"],
+                   check=True, stdout=subprocess.DEVNULL)
+
+
+def write_sif(dest, partition, *, fs_type=FS_SQUASHFS, part_type=PART_PRIMARY_SYSTEM, deffile=b"Bootstrap: scratch\n"):
+    """Write the SIF file dest holding a definition file object (when deffile
+    is not empty) and the partition image file partition."""
+    with open(partition, "rb") as f:
+        partition_bytes = f.read()
+    data_offset = DESCRIPTORS_OFFSET + DESCRIPTOR_CAPACITY * DESCRIPTOR_SIZE
+    objects = []  # (data type, offset, size, padded size, extra, bytes)
+    end = data_offset
+    if deffile:
+        objects.append((DATA_DEFFILE, end, len(deffile), len(deffile), b"", deffile))
+        end += len(deffile)
+    offset = -(-end // PARTITION_ALIGNMENT) * PARTITION_ALIGNMENT
+    extra = struct.pack("<i", fs_type) + struct.pack("<i", part_type) + ARCH_AMD64
+    objects.append((DATA_PARTITION, offset, len(partition_bytes), offset - end + len(partition_bytes), extra,
+                    partition_bytes))
+    end = offset + len(partition_bytes)
+
+    now = 1_700_000_000
+    table = b""
+    for i, (data_type, obj_offset, size, padded, obj_extra, _) in enumerate(objects):
+        table += (struct.pack("<i", data_type) + b"\x01"  # used
+                  + struct.pack("<III", i + 1, GROUP_MASK | 1, 0)  # id, group 1, no link
+                  + struct.pack("<qqq", obj_offset, size, padded)
+                  + struct.pack("<qqqq", now, now, 0, 0)  # created, modified, uid, gid
+                  + b"\0" * 128  # name
+                  + obj_extra.ljust(384, b"\0"))
+    table = table.ljust(DESCRIPTOR_CAPACITY * DESCRIPTOR_SIZE, b"\0")
+
+    header = (LAUNCH.ljust(32, b"\0") + b"SIF_MAGIC\0" + b"01\0"
+              + (ARCH_AMD64 if part_type == PART_PRIMARY_SYSTEM else b"00\0")
+              + uuid.uuid4().bytes
+              + struct.pack("<qq", now, now)
+              + struct.pack("<qq", DESCRIPTOR_CAPACITY - len(objects), DESCRIPTOR_CAPACITY)
+              + struct.pack("<qq", DESCRIPTORS_OFFSET, len(table))
+              + struct.pack("<qq", data_offset, end - data_offset))
+    assert len(header) == 128
+
+    with open(dest, "wb") as out:
+        out.write(header)
+        out.seek(DESCRIPTORS_OFFSET)
+        out.write(table)
+        for _, obj_offset, _, _, _, data in objects:
+            out.seek(obj_offset)
+            out.write(data)
+
+
+def sif_from_rootfs(rootfs, dest, **kwargs):
+    """Write the SIF file dest whose root file system is the directory rootfs."""
+    with tempfile.TemporaryDirectory(prefix="fmn-sif-") as tmp:
+        squashfs = os.path.join(tmp, "rootfs.squashfs")
+        squash(rootfs, squashfs)
+        write_sif(dest, squashfs, **kwargs)
