@@ -90,3 +90,30 @@ def sif_from_rootfs(rootfs, dest, **kwargs):
         squashfs = os.path.join(tmp, "rootfs.squashfs")
         squash(rootfs, squashfs)
         write_sif(dest, squashfs, **kwargs)
+
+
+SIF_CONFIG = "application/vnd.sylabs.sif.config.v1+json"
+SIF_LAYER = "application/vnd.sylabs.sif.layer.v1.sif"
+
+
+def push_sif(sif, target, insecure=True, login=None, config_type=SIF_CONFIG, layer_type=SIF_LAYER):
+    """Push the SIF file sif to target (HOST:PORT/REPOSITORY:TAG) with the
+    ORAS Python SDK, as `apptainer push oras://` stores one: an OCI manifest
+    whose config is of SIF_CONFIG and whose one layer is the SIF, of
+    SIF_LAYER (other types make an image that is not a SIF). login is
+    (user, password) for a registry that wants them. Returns the manifest's
+    digest ("sha256:...")."""
+    import oras.client  # the controller's venv (requirements.txt)
+
+    host = target.split("/", 1)[0]
+    with tempfile.TemporaryDirectory(prefix="fmn-sif-push-") as tmp:
+        config = os.path.join(tmp, "config.json")
+        with open(config, "w") as f:
+            f.write("{}")
+        client = oras.client.OrasClient(hostname=host, insecure=insecure, auth_backend="basic")
+        if login:
+            client.auth.set_basic_auth(*login)
+        response = client.push(target=target, files=["%s:%s" % (os.path.abspath(sif), layer_type)],
+                               manifest_config="%s:%s" % (config, config_type), disable_path_validation=True)
+    response.raise_for_status()
+    return response.headers["Docker-Content-Digest"]

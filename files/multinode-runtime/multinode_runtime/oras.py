@@ -122,7 +122,7 @@ def podman_image(uri: str, workdir: str, authfile: Optional[str] = None) -> str:
     manifest = _skopeo(uri, ["inspect", "--raw"] + auth + [ref.docker()])
     digest = "sha256:" + hashlib.sha256(manifest).hexdigest()
     if ref.digest and digest != ref.digest:
-        raise RuntimeFailure("image %s: the registry's manifest has digest %s" % (uri, digest))
+        raise RuntimeFailure("image %s: digest mismatch: the manifest the registry sent has digest %s" % (uri, digest))
     name = _image_name(digest)
     layer_digest, layer_size = sif_layer(uri, manifest)
     if _image_exists(name):
@@ -157,8 +157,8 @@ def _skopeo(uri: str, args: "list[str]") -> bytes:
     # Podman reads registries.conf from $CONTAINERS_REGISTRIES_CONF when set;
     # skopeo 1.9 ignores that variable and takes the path as an option.
     conf = os.environ.get("CONTAINERS_REGISTRIES_CONF")
-    done = subprocess.run(["skopeo"] + (["--registries-conf", conf] if conf else []) + args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE)
+    argv = ["skopeo"] + (["--registries-conf", conf] if conf else []) + args
+    done = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     if done.returncode != 0:
         raise pull_failure(uri, done.stderr.decode("utf-8", "replace"))
     return done.stdout
