@@ -252,3 +252,12 @@ def test_not_a_sif(tmp_path, mirror, registries_conf):
     with pytest.raises(RuntimeFailure, match="image oras://docker.io/%s:junk: not a SIF file" % REPOSITORY):
         oras.podman_image("oras://docker.io/%s:junk" % REPOSITORY, str(tmp_path))
     assert not [p for p in tmp_path.iterdir() if p.name.startswith("sif-")]
+
+
+def test_a_missing_work_directory(tmp_path, mirror, registries_conf):
+    host, _ = mirror
+    digest = sif_writer.push_sif(str(make_sif(tmp_path, "workdir")), "%s/%s:workdir" % (host, REPOSITORY))
+    uri = "oras://docker.io/%s@%s" % (REPOSITORY, digest)
+    with pytest.raises(RuntimeFailure, match="image %s: cannot convert it in %s: No such file or directory"
+                                             % (uri, tmp_path / "missing")):
+        oras.podman_image(uri, str(tmp_path / "missing"))

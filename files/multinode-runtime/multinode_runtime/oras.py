@@ -127,7 +127,15 @@ def podman_image(uri: str, workdir: str, authfile: Optional[str] = None) -> str:
     layer_digest, layer_size = sif_layer(uri, manifest)
     if _image_exists(name):
         return name
-    pinned = ref._replace(digest=digest)
+    try:
+        _pull_and_import(uri, ref._replace(digest=digest), layer_digest, layer_size, name, workdir, authfile)
+    except OSError as e:  # the work directory: missing, full, not writable
+        raise RuntimeFailure("image %s: cannot convert it in %s: %s" % (uri, workdir, e.strerror or e)) from None
+    return name
+
+
+def _pull_and_import(uri: str, pinned: Reference, layer_digest: str, layer_size: int, name: str, workdir: str,
+                     authfile: Optional[str]) -> None:
     with tempfile.TemporaryDirectory(prefix="sif-", dir=workdir) as tmp:
         pulled = os.path.join(tmp, "pulled")
         auth = ["--src-authfile", authfile] if authfile else []
@@ -141,7 +149,6 @@ def podman_image(uri: str, workdir: str, authfile: Optional[str] = None) -> str:
             raise RuntimeFailure("image %s: %s" % (uri, e)) from None
         shutil.rmtree(pulled)  # the SIF is not needed again: free its space
         _import(uri, squashfs, os.path.join(tmp, "root"), name)
-    return name
 
 
 def _image_name(digest: str) -> str:
