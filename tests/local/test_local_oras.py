@@ -7,6 +7,7 @@ imported into this machine's Podman image store. The image's files are
 looked at through `podman image mount`, which needs no OCI runtime."""
 
 import base64
+import concurrent.futures
 import json
 import os
 import socket
@@ -261,3 +262,16 @@ def test_a_missing_work_directory(tmp_path, mirror, registries_conf):
     with pytest.raises(RuntimeFailure, match="image %s: cannot convert it in %s: No such file or directory"
                                              % (uri, tmp_path / "missing")):
         oras.podman_image(uri, str(tmp_path / "missing"))
+
+
+def test_two_jobs_starting_at_once_convert_once(tmp_path, mirror, registries_conf, images):
+    host, _ = mirror
+    digest = sif_writer.push_sif(str(make_sif(tmp_path, "twice")), "%s/%s:twice" % (host, REPOSITORY))
+    uri = "oras://docker.io/%s@%s" % (REPOSITORY, digest)
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        names = list(pool.map(lambda _: oras.podman_image(uri, str(tmp_path)), range(2)))
+    images.extend(names)
+    assert names[0] == names[1]
+    made = subprocess.run(["podman", "images", "--all", "--quiet", "--no-trunc", "--filter",
+                           "label=org.fuzz-multinode.source=" + uri], check=True, capture_output=True, text=True)
+    assert made.stdout.split() == ["sha256:" + image_id(names[0])]

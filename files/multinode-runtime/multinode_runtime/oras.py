@@ -5,6 +5,7 @@ checked, their root file system partition imported into Podman's image store
 under the manifest's digest. That store is the node's cache: a SIF already
 imported is neither pulled nor converted again."""
 
+import fcntl
 import hashlib
 import json
 import os
@@ -14,13 +15,16 @@ import subprocess
 import tempfile
 from typing import NamedTuple, Optional
 
-from . import sif
+from . import registry, sif
 from .errors import RuntimeFailure
 
 IMAGE_NAME = "localhost/fuzz-multinode-sif"
 SIF_CONFIG = "application/vnd.sylabs.sif.config.v1+json"
 SIF_LAYER = "application/vnd.sylabs.sif.layer.v1.sif"
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+# Held while an image is looked for and imported: two jobs starting on a
+# node with the same new image convert it once.
+IMAGES_LOCK = "sif-images.lock"
 
 # The distribution reference grammar (github.com/distribution/reference).
 _HOST = r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*(?::[0-9]+)?"
@@ -125,12 +129,15 @@ def podman_image(uri: str, workdir: str, authfile: Optional[str] = None) -> str:
         raise RuntimeFailure("image %s: digest mismatch: the manifest the registry sent has digest %s" % (uri, digest))
     name = _image_name(digest)
     layer_digest, layer_size = sif_layer(uri, manifest)
-    if _image_exists(name):
-        return name
-    try:
-        _pull_and_import(uri, ref._replace(digest=digest), layer_digest, layer_size, name, workdir, authfile)
-    except OSError as e:  # the work directory: missing, full, not writable
-        raise RuntimeFailure("image %s: cannot convert it in %s: %s" % (uri, workdir, e.strerror or e)) from None
+    os.makedirs(registry.STATE_DIR, 0o755, exist_ok=True)
+    with open(os.path.join(registry.STATE_DIR, IMAGES_LOCK), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if _image_exists(name):
+            return name
+        try:
+            _pull_and_import(uri, ref._replace(digest=digest), layer_digest, layer_size, name, workdir, authfile)
+        except OSError as e:  # the work directory: missing, full, not writable
+            raise RuntimeFailure("image %s: cannot convert it in %s: %s" % (uri, workdir, e.strerror or e)) from None
     return name
 
 
