@@ -9,9 +9,11 @@ runtime's reader (multinode_runtime.sif), so that reading back what this
 writes tests the reader against the format, not against itself.
 """
 
+import argparse
 import os
 import struct
 import subprocess
+import sys
 import tempfile
 import uuid
 
@@ -92,6 +94,25 @@ def sif_from_rootfs(rootfs, dest, **kwargs):
         write_sif(dest, squashfs, **kwargs)
 
 
+def sif_from_docker_image(image, dest, **kwargs):
+    """Write the SIF file dest whose root file system is that of the local
+    Docker image image (as `docker export` gives it)."""
+    container = subprocess.run(["docker", "create", image, "/bin/true"], check=True, capture_output=True,
+                               text=True).stdout.strip()
+    try:
+        with tempfile.TemporaryDirectory(prefix="fmn-sif-") as tmp:
+            rootfs = os.path.join(tmp, "rootfs")
+            os.mkdir(rootfs)
+            export = subprocess.Popen(["docker", "export", container], stdout=subprocess.PIPE)
+            subprocess.run(["tar", "-C", rootfs, "--numeric-owner", "-x"], stdin=export.stdout, check=True)
+            export.stdout.close()
+            if export.wait() != 0:
+                raise RuntimeError("docker export %s failed" % image)
+            sif_from_rootfs(rootfs, dest, **kwargs)
+    finally:
+        subprocess.run(["docker", "rm", container], check=True, stdout=subprocess.DEVNULL)
+
+
 SIF_CONFIG = "application/vnd.sylabs.sif.config.v1+json"
 SIF_LAYER = "application/vnd.sylabs.sif.layer.v1.sif"
 
@@ -117,3 +138,24 @@ def push_sif(sif, target, insecure=True, login=None, config_type=SIF_CONFIG, lay
                                manifest_config="%s:%s" % (config, config_type), disable_path_validation=True)
     response.raise_for_status()
     return response.headers["Docker-Content-Digest"]
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description="Write a SIF from a root file system (and push it).")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--rootfs", help="a root file system directory")
+    source.add_argument("--docker-image", help="a local Docker image")
+    parser.add_argument("--output", required=True, help="the SIF file to write")
+    parser.add_argument("--push", metavar="HOST:PORT/REPOSITORY:TAG",
+                        help="push it to this (plain http) registry and print the manifest's digest")
+    args = parser.parse_args(argv)
+    if args.rootfs:
+        sif_from_rootfs(args.rootfs, args.output)
+    else:
+        sif_from_docker_image(args.docker_image, args.output)
+    if args.push:
+        print(push_sif(args.output, args.push))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
