@@ -42,6 +42,7 @@ def test_a_digest_wins_over_a_tag():
     ("oras://docker.io/", "not a valid oras:// reference"),
     ("oras://docker.io/a/b c", "not a valid oras:// reference"),
     ("oras://docker.io/a/b:", "not a valid oras:// reference"),
+    ("oras://docker.io/a/b:v\u00e9", "not a valid oras:// reference"),  # tags are ASCII
     ("oras://docker.io/a/b@sha256:abc", "digest 'sha256:abc' is not sha256: and 64 lower-case hex digits"),
     ("oras://docker.io/a/b@md5:" + "0" * 32, "is not sha256:"),
 ])

@@ -30,7 +30,7 @@ IMAGES_LOCK = "sif-images.lock"
 _HOST = r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*(?::[0-9]+)?"
 _COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
 _REFERENCE = re.compile(r"(?P<host>%s)/(?P<repo>%s(?:/%s)*)(?::(?P<tag>[\w][\w.-]{0,127}))?(?:@(?P<digest>[^@]*))?\Z"
-                        % (_HOST, _COMPONENT, _COMPONENT))
+                        % (_HOST, _COMPONENT, _COMPONENT), re.ASCII)
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}\Z")
 
 
