@@ -275,3 +275,19 @@ def test_two_jobs_starting_at_once_convert_once(tmp_path, mirror, registries_con
     made = subprocess.run(["podman", "images", "--all", "--quiet", "--no-trunc", "--filter",
                            "label=org.fuzz-multinode.source=" + uri], check=True, capture_output=True, text=True)
     assert made.stdout.split() == ["sha256:" + image_id(names[0])]
+
+
+def test_a_registry_that_never_answers(tmp_path, monkeypatch):
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        host = "127.0.0.1:%d" % silent.getsockname()[1]
+        conf = tmp_path / "registries.conf"
+        conf.write_text('[[registry]]\nlocation = "%s"\ninsecure = true\n' % host)
+        monkeypatch.setenv("CONTAINERS_REGISTRIES_CONF", str(conf))
+        monkeypatch.setattr(oras, "QUERY_WITHIN", 2)
+        uri = "oras://%s/a/b.sif:v1" % host
+        started = time.monotonic()
+        with pytest.raises(RuntimeFailure, match="image %s: skopeo inspect did not finish within 2 s" % uri):
+            oras.podman_image(uri, str(tmp_path))
+        assert time.monotonic() - started < 10

@@ -13,10 +13,19 @@ import re
 import shutil
 import subprocess
 import tempfile
+import time
 from typing import NamedTuple, Optional
 
 from . import registry, sif
 from .errors import RuntimeFailure
+
+SKOPEO = "/usr/bin/skopeo"
+UNSQUASHFS = "/usr/bin/unsquashfs"
+PODMAN = "/usr/bin/podman"
+TAR = "/usr/bin/tar"
+TOOLS = ((SKOPEO, "skopeo"), (UNSQUASHFS, "squashfs-tools"), (PODMAN, "podman"))
+PULL_WITHIN = 1800  # seconds a pull and conversion may take, all steps
+QUERY_WITHIN = 120  # seconds for a manifest or an image lookup
 
 IMAGE_NAME = "localhost/fuzz-multinode-sif"
 SIF_CONFIG = "application/vnd.sylabs.sif.config.v1+json"
@@ -116,14 +125,14 @@ def podman_image(uri: str, workdir: str, authfile: Optional[str] = None) -> str:
     converting (several times the image's size). authfile is a
     containers-auth.json(5) file of credentials for the registry."""
     ref = parse_reference(uri)
-    for tool, package in (("skopeo", "skopeo"), ("unsquashfs", "squashfs-tools"), ("podman", "podman")):
-        if shutil.which(tool) is None:
+    for tool, package in TOOLS:
+        if not os.access(tool, os.X_OK):
             raise RuntimeFailure("image %s: this node has no %s (Debian package %s) to run oras:// images"
                                  % (uri, tool, package))
-    if ref.digest and _image_exists(_image_name(ref.digest)):
+    if ref.digest and _image_exists(uri, _image_name(ref.digest)):
         return _image_name(ref.digest)
     auth = ["--authfile", authfile] if authfile else []
-    manifest = _skopeo(uri, ["inspect", "--raw"] + auth + [ref.docker()])
+    manifest = _skopeo(uri, ["inspect", "--raw"] + auth + [ref.docker()], QUERY_WITHIN)
     digest = "sha256:" + hashlib.sha256(manifest).hexdigest()
     if ref.digest and digest != ref.digest:
         raise RuntimeFailure("image %s: digest mismatch: the manifest the registry sent has digest %s" % (uri, digest))
@@ -132,21 +141,23 @@ def podman_image(uri: str, workdir: str, authfile: Optional[str] = None) -> str:
     os.makedirs(registry.STATE_DIR, 0o755, exist_ok=True)
     with open(os.path.join(registry.STATE_DIR, IMAGES_LOCK), "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if _image_exists(name):
+        if _image_exists(uri, name):
             return name
+        deadline = time.monotonic() + PULL_WITHIN
         try:
-            _pull_and_import(uri, ref._replace(digest=digest), layer_digest, layer_size, name, workdir, authfile)
+            _pull_and_import(uri, ref._replace(digest=digest), layer_digest, layer_size, name, workdir, authfile,
+                             deadline)
         except OSError as e:  # the work directory: missing, full, not writable
             raise RuntimeFailure("image %s: cannot convert it in %s: %s" % (uri, workdir, e.strerror or e)) from None
     return name
 
 
 def _pull_and_import(uri: str, pinned: Reference, layer_digest: str, layer_size: int, name: str, workdir: str,
-                     authfile: Optional[str]) -> None:
+                     authfile: Optional[str], deadline: float) -> None:
     with tempfile.TemporaryDirectory(prefix="sif-", dir=workdir) as tmp:
         pulled = os.path.join(tmp, "pulled")
         auth = ["--src-authfile", authfile] if authfile else []
-        _skopeo(uri, ["copy", "--quiet"] + auth + [pinned.docker(), "dir:" + pulled])
+        _skopeo(uri, ["copy", "--quiet"] + auth + [pinned.docker(), "dir:" + pulled], _left(uri, deadline))
         image = os.path.join(pulled, layer_digest[len("sha256:"):])
         _check_blob(uri, image, layer_digest, layer_size)
         squashfs = os.path.join(tmp, "rootfs.squashfs")
@@ -155,24 +166,41 @@ def _pull_and_import(uri: str, pinned: Reference, layer_digest: str, layer_size:
         except sif.SifError as e:
             raise RuntimeFailure("image %s: %s" % (uri, e)) from None
         shutil.rmtree(pulled)  # the SIF is not needed again: free its space
-        _import(uri, squashfs, os.path.join(tmp, "root"), name)
+        _import(uri, squashfs, os.path.join(tmp, "root"), name, deadline)
+
+
+def _left(uri: str, deadline: float) -> float:
+    """Seconds left until deadline; none left is a failure."""
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise RuntimeFailure("image %s: not pulled and converted within %d s" % (uri, PULL_WITHIN))
+    return left
+
+
+def _run(uri, what, argv, within, **kwargs):
+    """subprocess.run, its timeout a failure naming the image and what ran."""
+    try:
+        return subprocess.run(argv, timeout=within, **kwargs)
+    except subprocess.TimeoutExpired:
+        raise RuntimeFailure("image %s: %s did not finish within %d s" % (uri, what, within)) from None
 
 
 def _image_name(digest: str) -> str:
     return "%s:%s" % (IMAGE_NAME, digest[len("sha256:"):])
 
 
-def _image_exists(name: str) -> bool:
-    return subprocess.run(["podman", "image", "exists", name], stdout=subprocess.DEVNULL,
-                          stderr=subprocess.DEVNULL).returncode == 0
+def _image_exists(uri: str, name: str) -> bool:
+    return _run(uri, "podman image exists", [PODMAN, "image", "exists", name], QUERY_WITHIN, stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL).returncode == 0
 
 
-def _skopeo(uri: str, args: "list[str]") -> bytes:
+def _skopeo(uri: str, args: "list[str]", within: float) -> bytes:
     # Podman reads registries.conf from $CONTAINERS_REGISTRIES_CONF when set;
     # skopeo 1.9 ignores that variable and takes the path as an option.
     conf = os.environ.get("CONTAINERS_REGISTRIES_CONF")
-    argv = ["skopeo"] + (["--registries-conf", conf] if conf else []) + args
-    done = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    argv = [SKOPEO] + (["--registries-conf", conf] if conf else []) + args
+    done = _run(uri, "skopeo " + args[0], argv, within, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE)
     if done.returncode != 0:
         raise pull_failure(uri, done.stderr.decode("utf-8", "replace"))
     return done.stdout
@@ -191,29 +219,33 @@ def _check_blob(uri: str, path: str, digest: str, size: int) -> None:
                              "(%d bytes, %s)" % (uri, length, h.hexdigest(), size, digest))
 
 
-def _import(uri: str, squashfs: str, root: str, name: str) -> None:
+def _import(uri: str, squashfs: str, root: str, name: str, deadline: float) -> None:
     """Unpack squashfs into root and import root as the Podman image name."""
     # No extended attributes: the tar stream below would not carry them.
-    done = subprocess.run(["unsquashfs", "-no-progress", "-quiet", "-no-xattrs", "-d", root, squashfs],
-                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    unpack = [UNSQUASHFS, "-no-progress", "-quiet", "-no-xattrs", "-d", root, squashfs]
+    done = _run(uri, "unsquashfs", unpack, _left(uri, deadline),
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     if done.returncode != 0:
         raise RuntimeFailure("image %s: cannot unpack its root file system partition (unsquashfs: %s)"
                              % (uri, _last_line(done.stderr)))
     os.unlink(squashfs)
     with tempfile.TemporaryFile() as tar_err:
-        tar = subprocess.Popen(["tar", "--numeric-owner", "-C", root, "-c", "."], stdin=subprocess.DEVNULL,
+        tar = subprocess.Popen([TAR, "--numeric-owner", "-C", root, "-c", "."], stdin=subprocess.DEVNULL,
                                stdout=subprocess.PIPE, stderr=tar_err)
         assert tar.stdout is not None
-        imported = subprocess.run(["podman", "import", "--quiet", "--change",
-                                   "LABEL org.fuzz-multinode.source=" + uri, "-", name],
-                                  stdin=tar.stdout, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        tar.stdout.close()
-        if tar.wait() != 0:
+        try:
+            label = "LABEL org.fuzz-multinode.source=" + uri
+            imported = _run(uri, "podman import", [PODMAN, "import", "--quiet", "--change", label, "-", name],
+                            _left(uri, deadline), stdin=tar.stdout, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        finally:
+            tar.stdout.close()  # a tar still writing gets SIGPIPE
+            tar.wait()
+        if imported.returncode != 0:
+            raise RuntimeFailure("image %s: podman import failed: %s" % (uri, _last_line(imported.stderr)))
+        if tar.returncode != 0:
             tar_err.seek(0)
             raise RuntimeFailure("image %s: cannot pack its root file system (tar: %s)"
                                  % (uri, _last_line(tar_err.read())))
-    if imported.returncode != 0:
-        raise RuntimeFailure("image %s: podman import failed: %s" % (uri, _last_line(imported.stderr)))
 
 
 def _last_line(stderr: bytes) -> str:
