@@ -37,6 +37,8 @@ SHARED_PATHS = ("/multinode",)
 PULL_WITHIN = 1800  # seconds a pull may take
 PODMAN_WITHIN = 120  # seconds for any other podman command
 CLONE_NEWNS = 0x00020000
+# Root's: where SIF files are unpacked while they become Podman images.
+SIF_WORK_DIR = "/var/lib/fuzz-multinode/sif"
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -130,18 +132,23 @@ def podman(args, within=PODMAN_WITHIN):
 
 
 def local_image(uri):
-    """The name Podman knows the image of `uri` by (docker:// only)."""
+    """The name Podman knows the docker:// image of `uri` by."""
     if uri.startswith("docker://"):
         return uri[len("docker://"):]
-    if uri.startswith("oras://"):
-        raise RuntimeFailure("image %s: oras:// (SIF) images are not pulled yet; use a docker:// "
-                             "image, or fuzz_multinode_execution: host" % uri)
     raise RuntimeFailure("image %s: only docker:// and oras:// images exist in Fuzzball" % uri)
 
 
 def pull(uri, node):
     """Make the image of `uri` present here; a cached one is not pulled
-    again. Fails naming the node, the image and the reason."""
+    again (an oras:// SIF is imported as a Podman image: oras.py). Fails
+    naming the node, the image and the reason."""
+    if uri.startswith("oras://"):
+        from .oras import podman_image
+        os.makedirs(SIF_WORK_DIR, 0o700, exist_ok=True)
+        try:
+            return podman_image(uri, SIF_WORK_DIR)
+        except RuntimeFailure as exc:  # "image URI: why"
+            raise RuntimeFailure("node %s cannot pull %s" % (node, exc)) from None
     name = local_image(uri)
     if podman(["image", "exists", name])[0] == 0:
         return name
