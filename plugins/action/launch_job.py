@@ -100,21 +100,25 @@ class ActionModule(ActionBase):
         # Shown from this worker process, Display goes through Ansible's
         # queue to the ansible-playbook process, which prints it at once.
         log = LiveLog(args["job"], log_file, display.display, args["progress_every"])
-        try:
-            started = self._request(args, log, "start", wait=poll)
-        except (RuntimeRefused, AnsibleConnectionFailure) as exc:
-            log.close()
-            result.update(failed=True, msg=str(exc))
-            return result
-        grace = float(started.get("kill_grace", 10))
-        started = job_result(started)
-        # How long polls may fail (the head unreachable for a while, a
-        # connection that broke) before the job is given up from here: as
-        # long as the supervisor waits for a poll before it cancels the job.
-        give_up_after = float(args.get("controller_timeout") or 0) or GIVE_UP_AFTER
+        # From before the start on: a signal during the start request (it
+        # waits on the head up to `poll` seconds, the ranks running) must
+        # cancel the job too, not kill this process and leave the job alone.
         signals = _Signals()
         previous = {sig: signal.signal(sig, signals.record) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
+            try:
+                started = self._request(args, log, "start", wait=poll)
+            except (RuntimeRefused, AnsibleConnectionFailure) as exc:
+                if signals.received is not None:  # it may have started all the same
+                    return self._interrupted(args, log, 0.0, signals.received, previous)
+                result.update(failed=True, msg=str(exc))
+                return result
+            grace = float(started.get("kill_grace", 10))
+            started = job_result(started)
+            # How long polls may fail (the head unreachable for a while, a
+            # connection that broke) before the job is given up from here: as
+            # long as the supervisor waits for a poll before it cancels the job.
+            give_up_after = float(args.get("controller_timeout") or 0) or GIVE_UP_AFTER
             polled = started
             log.tick()
             next_poll = last_good_poll = time.monotonic()
