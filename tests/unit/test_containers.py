@@ -61,3 +61,49 @@ def test_a_dead_container_is_not_entered(tmp_path):
     with pytest.raises(RuntimeFailure, match=r"the container of job j on node n1 \(image docker://x/y:1\) "
                                              r"is not running any more"):
         gone.check_alive("n1")
+
+
+# -- where a job runs on a node (place_job) ------------------------------------------
+
+def job_spec(execution="container", local=False):
+    from multinode_runtime.spec import JobSpec
+    return JobSpec.from_dict({"job": "j", "run": "r1", "execution": execution, "local": local,
+                              "image": {"uri": "docker://mirror.gcr.io/library/alpine:3.16"},
+                              "ranks": [{"rank": 0, "name": "j-0", "node": "n1"},
+                                        {"rank": 1, "name": "j-1", "node": "n2"}]})
+
+
+@pytest.fixture
+def no_podman(runtime_state, monkeypatch):
+    import multinode_runtime.containers as containers
+    from multinode_runtime import registry
+    monkeypatch.setattr(containers, "PODMAN", str(runtime_state / "no" / "podman"))
+    (runtime_state / "run" / "jobs" / "j").mkdir(parents=True)
+    return registry
+
+
+def test_local_mode_without_podman_runs_on_the_bare_host_and_says_why(no_podman):
+    from multinode_runtime.containers import host_reason, job_container, place_job, ran_in
+    spec = job_spec(local=True)
+    assert place_job(spec, "n1") is None
+    assert host_reason("j").startswith("this machine has no Podman (")
+    assert host_reason("j").endswith("so image docker://mirror.gcr.io/library/alpine:3.16 is not used")
+    assert job_container("j") is None
+    assert ran_in(spec) == "on the bare host"
+
+
+def test_a_cluster_node_without_podman_refuses_the_job_saying_what_to_do(no_podman):
+    from multinode_runtime.containers import place_job
+    with pytest.raises(RuntimeFailure) as failure:
+        place_job(job_spec(), "n2")
+    message = str(failure.value)
+    assert message.startswith("node n2 has no ")
+    assert "to run job j in its image" in message
+    assert "fuzz_multinode_execution: host" in message
+
+
+def test_host_execution_and_nodes_without_ranks_start_no_container(no_podman):
+    from multinode_runtime.containers import host_reason, place_job
+    assert place_job(job_spec(execution="host"), "n1") is None
+    assert place_job(job_spec(), "n3") is None  # no rank of the job there
+    assert host_reason("j") is None  # nothing to explain: asked for, or nothing here

@@ -31,8 +31,9 @@ from .errors import RuntimeFailure
 PODMAN = "/usr/bin/podman"
 NSENTER = "/usr/bin/nsenter"
 CONTAINER_FILE = "container.json"
-# The helper and the wrapper; the job's directory (its script, the agent's
-# FIFOs); the host's /etc/hosts with the rank names.
+# Host paths every job container sees read-only: the helper and the
+# wrapper. (start_container also mounts the job's directory and the host's
+# /etc/hosts, which are per job or need other options.)
 SHARED_PATHS = ("/multinode",)
 PULL_WITHIN = 1800  # seconds a pull may take
 PODMAN_WITHIN = 120  # seconds for any other podman command
@@ -104,8 +105,9 @@ ENTER_SCRIPT = (
 )
 
 
-def job_container(job):
-    """The job's container here, or None (the job runs on the bare host)."""
+def _read_record(job):
+    """The job's container record here: None when it has none (it runs on
+    the bare host, or was never registered here)."""
     try:
         with open(record_path(job)) as handle:
             record = json.load(handle)
@@ -113,11 +115,15 @@ def job_container(job):
         return None
     except (OSError, ValueError) as exc:
         raise RuntimeFailure("the container record of job %s is unreadable: %s" % (job, exc)) from None
-    return Container(job, record) if record.get("pid") else None
+    if not isinstance(record, dict):
+        raise RuntimeFailure("the container record of job %s is unreadable: not a mapping" % job)
+    return record
 
 
-def have_podman():
-    return os.access(PODMAN, os.X_OK) and os.access(NSENTER, os.X_OK)
+def job_container(job):
+    """The job's container here, or None (the job runs on the bare host)."""
+    record = _read_record(job)
+    return Container(job, record) if record and record.get("pid") else None
 
 
 def podman(args, within=PODMAN_WITHIN):
@@ -194,10 +200,12 @@ def start_container(spec, node, hostname):
 def remove_container(job):
     """Remove the job's container here, if it has one (cleanup)."""
     try:
-        with open(record_path(job)) as handle:
-            name = json.load(handle)["name"]
-    except (OSError, ValueError, KeyError):
+        record = _read_record(job)
+    except RuntimeFailure:
+        record = {"name": container_name(job)}  # unreadable: the name it would hold
+    if record is None or "name" not in record:
         return  # none, or the bare host
+    name = record["name"]
     status, _, why = podman(["rm", "--force", "--time", "0", "--ignore", name])
     if status != 0:
         raise RuntimeFailure("cannot remove the container %s of job %s on %s: %s" % (
@@ -239,7 +247,7 @@ def host_reason(job):
     """Why a job that asked for its image runs on the bare host here, or
     None (for the job log)."""
     try:
-        with open(record_path(job)) as handle:
-            return json.load(handle).get("host")
-    except (OSError, ValueError):
+        record = _read_record(job)
+    except RuntimeFailure:
         return None
+    return record.get("host") if record else None
