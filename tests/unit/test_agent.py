@@ -713,3 +713,49 @@ def test_a_slot_its_slow_client_gave_back_serves_the_next_call(pooled):
                 os.waitpid(pid, 0)
             except (ProcessLookupError, ChildProcessError):
                 pass
+
+
+@pytest.fixture
+def client_in_a_container():
+    """A client process in a PID namespace of its own, with its own /proc
+    (as in a job's container): (its host pid, the pid it knows itself by,
+    the container's record)."""
+    proc = subprocess.Popen(["unshare", "--pid", "--fork", "--mount-proc", "sh", "-c", 'echo "$$"; exec sleep 60'],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        own = int(proc.stdout.readline())
+        deadline = time.monotonic() + 10
+        while not open("/proc/%d/task/%d/children" % (proc.pid, proc.pid)).read().split():
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        host = int(open("/proc/%d/task/%d/children" % (proc.pid, proc.pid)).read().split()[0])
+        record = {"name": "fuzz-multinode-j", "pid": host, "pidns": os.stat("/proc/%d/ns/pid" % host).st_ino}
+        yield host, own, record
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_client_in_the_jobs_container_is_served_by_the_pid_it_knows_itself_by(pooled, client_in_a_container):
+    """Where the job runs in its image, its processes are in the container's
+    PID namespace: a client claims its slot and asks with its own pid there
+    (`$$`), which the agent maps to the host's to watch it."""
+    from multinode_runtime.containers import Container
+    the_agent, stand_in, claim = pooled
+    host, own, record = client_in_a_container
+    the_agent.container = Container("j", record)
+    reply = claim(0, ["j-1", "true"], own)
+    [call] = the_agent.calls.values()
+    assert (call.pid, call.client) == (host, own)
+    assert stand_in.started[0][1]["command"] == "true"
+    the_agent.finish(call, 0)
+    assert os.read(reply, 100) == b"0 \n"
+    assert the_agent.calls_in_flight()  # until the client ends
+    os.kill(host, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while not select.select([call.pidfd], [], [], 0.1)[0]:
+        assert time.monotonic() < deadline
+    the_agent.readable(call.pidfd)
+    assert not os.path.exists(the_agent.files.slot_path(0, "claim")) and not the_agent.slot_calls
+    assert not the_agent.calls_in_flight()
+    os.close(reply)

@@ -2,8 +2,10 @@
 images Podman is asked for, and the shell that enters a rank's cwd inside
 the image as the job user (run here with every POSIX sh the nodes have)."""
 
+import os
 import shutil
 import subprocess
+import time
 
 import pytest
 from multinode_runtime.containers import ENTER_SCRIPT, Container, local_image
@@ -107,3 +109,40 @@ def test_host_execution_and_nodes_without_ranks_start_no_container(no_podman):
     assert place_job(job_spec(execution="host"), "n1") is None
     assert place_job(job_spec(), "n3") is None  # no rank of the job there
     assert host_reason("j") is None  # nothing to explain: asked for, or nothing here
+
+
+# -- the container's processes, as its PID namespace names them ---------------------
+
+@pytest.fixture
+def sandboxed_shell():
+    """A shell in a PID and mount namespace of its own with its own /proc
+    (as in a job's container): (its host pid, the pid it knows itself by,
+    its PID namespace's inode)."""
+    proc = subprocess.Popen(["unshare", "--pid", "--fork", "--mount-proc", "sh", "-c", 'echo "$$"; exec sleep 60'],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        own = int(proc.stdout.readline())
+        deadline = time.monotonic() + 10
+        while True:  # unshare's child, in the new namespace
+            children = open("/proc/%d/task/%d/children" % (proc.pid, proc.pid)).read().split()
+            if children:
+                break
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        host = int(children[0])
+        yield host, own, os.stat("/proc/%d/ns/pid" % host).st_ino
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_container_process_is_found_by_the_pid_it_knows_itself_by(runtime_state, sandboxed_shell):
+    host, own, pid_ns = sandboxed_shell
+    container = Container("j", {"name": "fuzz-multinode-j", "pid": host, "pidns": pid_ns})
+    assert own == 1
+    assert container.host_pid(own) == host
+    assert container.has_pid(own)
+    assert container.host_pid(2) is None  # no such process in the container
+    assert not container.has_pid(2)
+    elsewhere = Container("j", {"name": "fuzz-multinode-j", "pid": host, "pidns": pid_ns + 1})
+    assert elsewhere.host_pid(own) is None  # a process of another PID namespace

@@ -55,8 +55,12 @@ AGENT_ENDED = "255 %s: the job's agent ended before the call did" % PROG
 class Call:
     """One wrapper call the agent is making."""
 
-    def __init__(self, call_id, pid, pidfd, reply_fd, forward=False, slot=None):
+    def __init__(self, call_id, pid, pidfd, reply_fd, forward=False, slot=None, client=None):
         self.id, self.pid, self.pidfd, self.reply_fd = call_id, pid, pidfd, reply_fd
+        # The client's pid as it wrote it (its own PID namespace's: the
+        # container's, where the job runs in its image): the agent
+        # directory's files name it so; `pid` is the host's.
+        self.client = pid if client is None else client
         self.forward = forward
         self.slot = slot  # its claimed slot of the pool (reply_fd the pool's), or None
         self.me = self.target = self.record = self.node = None
@@ -80,7 +84,8 @@ class Agent:
     def __init__(self, spec, user, transports, job_log_pipes=(), node=None):
         self.spec, self.user, self.transports = spec, user, transports
         self.node = node or spec.head.node  # the agent's own node
-        self.in_image = job_container(spec.job) is not None
+        self.container = job_container(spec.job)
+        self.in_image = self.container is not None
         self.job_log_pipes = set(job_log_pipes)  # (st_dev, st_ino) of pipes relayed into the job log
         self.files = AgentFiles(spec, user)
         self.directory, self.requests_path = self.files.directory, self.files.requests_path
@@ -139,9 +144,17 @@ class Agent:
                 pid = self.files.claimant(name)
             else:
                 continue
-            if pid is not None and os.path.exists("/proc/%d" % pid):
+            if pid is not None and self.client_alive(pid):
                 return True
         return False
+
+    def client_alive(self, pid):
+        """Whether the client whose pid (its own) is `pid` lives."""
+        return self.container.has_pid(pid) if self.container else os.path.exists("/proc/%d" % pid)
+
+    def client_host_pid(self, pid):
+        """The host pid of the client whose own pid is `pid`, or None."""
+        return self.container.host_pid(pid) if self.container else pid
 
     def check(self):
         """On each poll of the supervisor: if the agent process ended before
@@ -316,22 +329,25 @@ class Agent:
         reply FIFO), read its argv, and make the call (or answer at once)."""
         try:
             pid_text, name, *rest = line.decode().split(" ")
-            pid = int(pid_text)
+            client = int(pid_text)
             slot = int(rest[1]) if len(rest) > 1 else None
         except ValueError:
             return
         if slot is None:
             self.reclaim()  # the pool ran dry: a client that died may hold a slot
-            reply_fd = self.files.open_own("%d.reply" % pid, stat.S_ISFIFO, os.O_RDWR)
-            data = self.files.take_argv(pid)
+            reply_fd = self.files.open_own("%d.reply" % client, stat.S_ISFIFO, os.O_RDWR)
+            data = self.files.take_argv(client)
         elif 0 <= slot < len(self.files.pool) and self.slot_free(slot):
             reply_fd = self.files.pool[slot]
-            data = self.files.take_claim(pid, slot)
+            data = self.files.take_claim(client, slot)
             if data is None:
                 return  # not the client's claim: never answered on another call's FIFO
         else:
             return  # not a slot of the pool, or one in use
+        pid = self.client_host_pid(client)
         try:
+            if pid is None:
+                raise ProcessLookupError
             pidfd = os.pidfd_open(pid)
         except OSError:  # the client is gone already
             if slot is not None:
@@ -339,12 +355,12 @@ class Agent:
             else:
                 if reply_fd is not None:
                     os.close(reply_fd)
-                self.files.unlink_call_files(pid)
+                self.files.unlink_call_files(client)
             return
         if reply_fd is None:
             os.close(pidfd)
             return  # nowhere to answer
-        call = Call(self.next_id, pid, pidfd, reply_fd, rest[:1] == ["1"], slot)
+        call = Call(self.next_id, pid, pidfd, reply_fd, rest[:1] == ["1"], slot, client)
         self.next_id += 1
         self.calls[call.id] = call
         if slot is not None:
@@ -433,7 +449,7 @@ class Agent:
         else:
             if call.reply_fd is not None:
                 os.close(call.reply_fd)
-            self.files.unlink_call_files(call.pid)
+            self.files.unlink_call_files(call.client)
 
     def close_outputs(self, call):
         call.close_outputs()
@@ -453,7 +469,7 @@ class Agent:
     def reclaim(self):
         """Free the pool's slots whose clients died before they asked."""
         self.reclaimed_at = time.monotonic()
-        self.files.reclaim(self.slot_calls)
+        self.files.reclaim(self.slot_calls, self.client_alive)
 
     def slot_free(self, slot):
         """Whether no call holds the slot: none took it, or the one that
@@ -462,7 +478,7 @@ class Agent:
         holder = self.slot_calls.get(slot)
         if holder is None:
             return True
-        if not holder.answered or self.files.read_own(self.files.slot_name(slot, "claim"), 32) == b"%d" % holder.pid:
+        if not holder.answered or self.files.read_own(self.files.slot_name(slot, "claim"), 32) == b"%d" % holder.client:
             return False
         del self.slot_calls[slot]
         holder.slot = holder.reply_fd = None  # the pool's FIFO is no longer its

@@ -140,11 +140,12 @@ class AgentFiles:
             pass
         self.unlink(self.slot_name(slot, "claim"))
 
-    def reclaim(self, busy):
+    def reclaim(self, busy, alive):
         """Free the slots claimed by clients that died before they asked (of
         the slots not in `busy`, those of the calls in flight): the pid in
-        the claim is gone, or no pid was written and no process holds the
-        claim open (its client died between the claim and the write)."""
+        the claim is gone (`alive(pid)` says not), or no pid was written and
+        no process holds the claim open (its client died between the claim
+        and the write)."""
         for slot in range(len(self.pool)):
             if slot in busy:
                 continue
@@ -154,7 +155,7 @@ class AgentFiles:
                 continue  # free
             pid = data.split(b"\0", 1)[0]
             if pid.isdigit():
-                if not os.path.exists("/proc/%d" % int(pid)):
+                if not alive(int(pid)):
                     self.release(slot)
             elif not held_open(self.slot_path(slot, "claim")) and self.read_own(name, 32) == b"":
                 self.release(slot)

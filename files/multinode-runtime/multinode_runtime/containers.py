@@ -26,6 +26,7 @@ import socket
 import subprocess
 
 from . import registry
+from .cgroups import run_cgroups
 from .errors import RuntimeFailure
 
 PODMAN = "/usr/bin/podman"
@@ -61,6 +62,7 @@ class Container:
         self.image = record.get("image", "")
         self.pid = record.get("pid")
         self.mount_ns = record.get("mnt")
+        self.pid_ns = record.get("pidns")
 
     def alive(self):
         """Whether the recorded pid is still the container's PID 1."""
@@ -77,9 +79,33 @@ class Container:
     def enter_argv(self, user, cwd, argv):
         """argv run as the job user inside the container, in `cwd` there
         (entered as the job user, after the privileges are gone)."""
-        return [NSENTER, "--target", str(self.pid), "--mount", "--ipc", "--root", "--wd",
+        return [NSENTER, "--target", str(self.pid), "--mount", "--ipc", "--pid", "--root", "--wd",
                 "--setuid", str(user.pw_uid), "--setgid", str(user.pw_gid), "--",
                 "/bin/sh", "-c", ENTER_SCRIPT, "fuzz-multinode", cwd] + list(argv)
+
+    def host_pid(self, pid):
+        """The host pid of the container's process `pid` (as the process
+        itself knows it: a wrapper client's `$$`), or None (gone, or not
+        the container's). The run's cgroups on this node hold every process
+        of the run here: only those are looked at (else every process)."""
+        in_run = run_cgroups(self.job).pids()
+        for host in sorted(in_run) if in_run else _all_pids():
+            levels = _ns_pids(host)
+            if len(levels) < 2 or levels[-1] != pid:
+                continue
+            try:
+                if os.stat("/proc/%d/ns/pid" % host).st_ino == self.pid_ns:
+                    return host
+            except PermissionError:  # root without CAP_SYS_PTRACE: the run's cgroup vouches for it
+                if in_run:
+                    return host
+            except OSError:
+                continue
+        return None
+
+    def has_pid(self, pid):
+        """Whether the container's process `pid` (its own pid) lives."""
+        return os.path.exists("/proc/%d/root/proc/%d" % (self.pid, pid))
 
     def enter_here(self):
         """Move this (single-threaded, root) process into the container's
@@ -103,6 +129,23 @@ ENTER_SCRIPT = (
     'cd -- "$1" 2>/dev/null || { printf "%s\\n" "fuzz.multinode: cwd $1: no such directory in '
     'the job\'s image, or the job user may not enter it" >&2; exit 1; }; shift; exec "$@"'
 )
+
+
+def _all_pids():
+    return sorted(int(entry) for entry in os.listdir("/proc") if entry.isdigit())
+
+
+def _ns_pids(pid):
+    """A process's pid in our PID namespace and each one nested in it that
+    it is in (NSpid), outermost first; [] when it is gone."""
+    try:
+        with open("/proc/%d/status" % pid, "rb") as handle:
+            for line in handle:
+                if line.startswith(b"NSpid:"):
+                    return [int(word) for word in line.split()[1:]]
+    except (OSError, ValueError):
+        pass
+    return []
 
 
 def _read_record(job):
@@ -175,10 +218,10 @@ def start_container(spec, node, hostname):
     directory = registry.job_dir(spec.job)
     args = ["run", "--detach", "--interactive", "--replace", "--name", name,
             "--network", "host", "--hostname", hostname,
-            "--user", "0:0", "--entrypoint", "/bin/sh",
+            "--user", "0:0", "--init", "--entrypoint", "/bin/sh",
             "--label", "fuzz.multinode.job=" + spec.job, "--label", "fuzz.multinode.run=" + spec.run,
             "--volume", "%s:%s:bind" % (directory, directory),
-            "--volume", "/proc:/proc", "--volume", "/etc/hosts:/etc/hosts:ro"]
+            "--volume", "/etc/hosts:/etc/hosts:ro"]
     for path in SHARED_PATHS:
         if os.path.isdir(path):
             args += ["--volume", "%s:%s:ro" % (path, path)]
@@ -192,7 +235,8 @@ def start_container(spec, node, hostname):
     if pid <= 0:
         raise RuntimeFailure("node %s: the container of job %s (image %s) did not stay up: %s" % (
             node, spec.job, uri, why or "no process"))
-    record = {"name": name, "image": uri, "pid": pid, "mnt": os.stat("/proc/%d/ns/mnt" % pid).st_ino}
+    record = {"name": name, "image": uri, "pid": pid, "mnt": os.stat("/proc/%d/ns/mnt" % pid).st_ino,
+              "pidns": os.stat("/proc/%d/ns/pid" % pid).st_ino}
     registry.write_file(record_path(spec.job), json.dumps(record), 0o600)
     return Container(spec.job, record)
 
