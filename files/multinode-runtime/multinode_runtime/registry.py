@@ -24,6 +24,7 @@ CONTROL_DIR = STATE_DIR + "/ssh"  # the job user's ssh ControlMaster sockets
 LOG_DIR = "/var/log/fuzz-multinode"
 CONF_DIR = "/etc/fuzz-multinode"
 SSH_CONFIG = CONF_DIR + "/ssh_config"
+CLUSTER_KEY = CONF_DIR + "/cluster_ed25519"  # its private key (roles/node)
 HOSTS_FILE = "/etc/hosts"
 # Held while /etc/hosts is rewritten: root's own file, not /etc/hosts
 # itself, which every user may open and so lock.

@@ -1,0 +1,132 @@
+"""A run's sandbox on the bare host (fuzz_multinode_execution: host): the
+PID, mount and IPC namespaces a job's processes are entered into, as a
+job's container gives them where it runs in its image (containers.py), with
+the host's own file system.
+
+Its PID 1 is a process of the runtime's (root), made at registration, that
+reaps the orphans of the job's processes and lives until the run's cleanup
+kills it, and with it every process left in the namespace. In its mount
+namespace /proc is the namespace's own (a run sees only its own processes,
+so it can neither signal, trace nor read the environment of another run's),
+and of the runtime's state only the run's own job directory is there: the
+other runs' directories, the logs and the ssh control sockets are under
+empty file systems, and the cluster key reads as empty.
+"""
+
+import ctypes
+import os
+import signal
+
+from . import registry
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWIPC = 0x08000000
+CLONE_NEWPID = 0x20000000
+MS_NOSUID, MS_NODEV, MS_NOEXEC = 0x2, 0x4, 0x8
+MS_BIND, MS_REC, MS_PRIVATE = 0x1000, 0x4000, 0x40000
+READY = b"ready\n"
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _check(result, what):
+    if result != 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, "%s: %s" % (what, os.strerror(errno)))
+
+
+def _mount(source, target, fstype, flags, data=None):
+    _check(_libc.mount(os.fsencode(source) if source else None, os.fsencode(target),
+                       os.fsencode(fstype) if fstype else None, ctypes.c_ulong(flags),
+                       os.fsencode(data) if data else None), "mount %s" % target)
+
+
+def hidden_paths(job):
+    """(path, how) of what a run does not see of the node: 'dir' is put
+    under an empty file system, 'file' reads as empty."""
+    return [(registry.CONTROL_DIR, "dir"), (registry.LOG_DIR, "dir"), (registry.CLUSTER_KEY, "file")]
+
+
+def start(job):
+    """Make the run's sandbox here; returns its record: the host pid of its
+    PID 1, and the inodes of its mount and PID namespaces. Raises OSError
+    naming the step that failed."""
+    ready_r, ready_w = os.pipe()
+    middle = os.fork()
+    if middle == 0:  # leaves the caller's session, makes the namespaces, forks their PID 1
+        status = 1
+        try:
+            os.close(ready_r)
+            os.setsid()
+            _check(_libc.unshare(CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC), "unshare")
+            holder = os.fork()
+            if holder == 0:
+                _holder(job, ready_w)  # never returns
+            os.write(ready_w, b"%d\n" % holder)
+            status = 0
+        except OSError as exc:
+            os.write(ready_w, b"error %s\n" % str(exc).encode())
+        finally:
+            os._exit(status)
+    os.close(ready_w)
+    answer = b""
+    with os.fdopen(ready_r, "rb") as ready:
+        while not answer.endswith(READY) and not answer.startswith(b"error"):
+            chunk = ready.read1(4096) if hasattr(ready, "read1") else ready.read(4096)
+            if not chunk:
+                break
+            answer += chunk
+    os.waitpid(middle, 0)
+    lines = answer.decode(errors="replace").split("\n")
+    if not answer.endswith(READY) or not lines[0].isdigit():
+        error = next((line for line in lines if line.startswith("error ")), "error the sandbox did not start")
+        raise OSError(error[len("error "):])
+    pid = int(lines[0])
+    return {"pid": pid, "mnt": os.stat("/proc/%d/ns/mnt" % pid).st_ino,
+            "pidns": os.stat("/proc/%d/ns/pid" % pid).st_ino}
+
+
+def _holder(job, ready_w):
+    """PID 1 of the run's namespaces: set up its mounts, say so, then reap."""
+    try:
+        for fd in range(3):
+            null = os.open(os.devnull, os.O_RDWR)
+            os.dup2(null, fd)
+            os.close(null)
+        os.closerange(3, ready_w)
+        os.closerange(ready_w + 1, 1 << 16)
+        _mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing below goes back to the host
+        _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+        _show_only_own_job(job)
+        for path, how in hidden_paths(job):
+            if how == "dir" and os.path.isdir(path):
+                _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0755,size=4k")
+            elif how == "file" and os.path.isfile(path):
+                _mount(os.devnull, path, None, MS_BIND)
+        os.write(ready_w, READY)
+        os.close(ready_w)
+    except OSError as exc:
+        os.write(ready_w, b"error %s\n" % str(exc).encode())
+        os._exit(1)
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
+    while True:
+        signal.sigwait({signal.SIGCHLD})
+        try:
+            while os.waitpid(-1, os.WNOHANG)[0]:
+                pass
+        except ChildProcessError:
+            pass
+
+
+def _show_only_own_job(job):
+    """Of the jobs' directories, only the run's own: an empty file system
+    over them, with the job's directory bound back at its place."""
+    own = os.open(registry.job_dir(job), os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        _mount("tmpfs", registry.JOBS_DIR, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0755")
+        os.mkdir(registry.job_dir(job), 0o751)
+        _mount("/proc/self/fd/%d" % own, registry.job_dir(job), None, MS_BIND | MS_REC)
+    finally:
+        os.close(own)

@@ -1,0 +1,95 @@
+"""A run's sandbox on the bare host (host_sandbox.py), made for real here
+(as root): what a process entered into it sees of the node, and that
+killing its PID 1 ends everything in it."""
+
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+from multinode_runtime import host_sandbox, registry
+
+
+@pytest.fixture
+def node(runtime_state, monkeypatch):
+    """The runtime's state under runtime_state, with two jobs' directories,
+    logs, control sockets and a cluster key there."""
+    conf = runtime_state / "etc"
+    conf.mkdir()
+    key = conf / "cluster_ed25519"
+    key.write_text("PRIVATE KEY\n")
+    monkeypatch.setattr(registry, "CLUSTER_KEY", str(key))
+    for job in ("mine", "theirs"):
+        os.makedirs(registry.job_dir(job))
+        (runtime_state / "run" / "jobs" / job / "spec.json").write_text("{}")
+    os.makedirs(os.path.join(registry.LOG_DIR, "theirs"))
+    os.makedirs(registry.CONTROL_DIR)
+    open(os.path.join(registry.CONTROL_DIR, "master"), "w").close()
+    return runtime_state
+
+
+@pytest.fixture
+def sandbox(node):
+    record = host_sandbox.start("mine")
+    yield record
+    os.kill(record["pid"], signal.SIGKILL)
+
+
+def inside(record, script):
+    return subprocess.run(["nsenter", "--target", str(record["pid"]), "--mount", "--pid", "--ipc", "--",
+                           "sh", "-c", script], capture_output=True, text=True, timeout=20, check=False)
+
+
+def test_a_run_sees_its_own_job_and_nothing_else_of_the_runtime(node, sandbox):
+    done = inside(sandbox, 'ls %s; echo -; ls -A %s; echo -; ls -A %s; echo -; cat %s; echo -; cat %s/spec.json' % (
+                      registry.JOBS_DIR, registry.LOG_DIR, registry.CONTROL_DIR, registry.CLUSTER_KEY,
+                      registry.job_dir("mine")))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("-\n") == ["mine\n", "", "", "", "{}"]
+    # The host keeps seeing all of it.
+    assert sorted(os.listdir(registry.JOBS_DIR)) == ["mine", "theirs"]
+    assert open(registry.CLUSTER_KEY).read() == "PRIVATE KEY\n"
+
+
+def test_a_run_sees_only_its_own_processes(sandbox):
+    done = inside(sandbox, 'echo $$; set -- /proc/[0-9]*; echo "$@"')  # builtins only: no other process
+    own, listed = done.stdout.split("\n")[:2]
+    assert own == "2"  # after the sandbox's PID 1
+    assert listed.split() == ["/proc/1", "/proc/2"]
+
+
+def test_what_the_run_wrote_into_its_own_directory_is_on_the_host(node, sandbox):
+    done = inside(sandbox, "echo hello >%s/out" % registry.job_dir("mine"))
+    assert done.returncode == 0, done.stderr
+    assert open(os.path.join(registry.job_dir("mine"), "out")).read() == "hello\n"
+
+
+def test_killing_the_sandboxs_pid_1_ends_every_process_in_it(sandbox):
+    started = subprocess.Popen(["nsenter", "--target", str(sandbox["pid"]), "--mount", "--pid", "--ipc", "--",
+                                "sh", "-c", "trap '' TERM; (setsid sleep 300 &); exec sleep 300"])
+    time.sleep(0.3)
+    inner = [pid for pid in os.listdir("/proc") if pid.isdigit() and pid != str(sandbox["pid"])
+             and _pid_ns(pid) == sandbox["pidns"]]
+    assert len(inner) == 2
+    os.kill(sandbox["pid"], signal.SIGKILL)
+    started.wait(timeout=10)
+    deadline = time.monotonic() + 10
+    while any(os.path.exists("/proc/%s" % pid) and _state(pid) != "Z" for pid in inner):
+        assert time.monotonic() < deadline, inner
+        time.sleep(0.05)
+
+
+def _pid_ns(pid):
+    try:
+        return os.stat("/proc/%s/ns/pid" % pid).st_ino
+    except OSError:
+        return None
+
+
+def _state(pid):
+    try:
+        with open("/proc/%s/stat" % pid) as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return None
