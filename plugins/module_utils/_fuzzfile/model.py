@@ -10,6 +10,7 @@ check every field first."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
@@ -60,13 +61,16 @@ class Job:
     load): ``kind`` (``job`` or ``service``), ``depends_on`` (``Dependency``
     list), ``timeout_seconds`` (``policy.timeout.execute``; ``None``: no
     timeout), ``task_array`` (``TaskArray`` or ``None``), ``files``
-    (container path -> name of a top-level ``files`` entry), ``mounts``
-    (container path -> volume name), ``memory_by_core`` (``memory.size`` is
-    per core), and the features recorded in ``unsupported``:
-    ``image_secret``, ``cpu_threads``, ``cpu_sockets``, ``devices``,
-    ``exclusive``, ``resource_annotations``, ``retry_attempts``,
-    ``restart``, ``network_isolated``, ``expose_tcp``, ``expose_udp`` and, for
-    services, ``persist``.
+    (container path -> name of a top-level ``files`` entry: a ``file://``
+    reference), ``inline_files`` (container path -> the file's contents,
+    given in place of a reference), ``mounts`` (mount location, an absolute
+    container path -> volume name, whichever of the three mount forms the
+    Fuzzfile used), ``memory_by_core`` (``memory.size`` is per core), and the
+    features recorded in ``unsupported``: ``image_secret``, ``cpu_threads``,
+    ``cpu_sockets``, ``devices``, ``exclusive``, ``resource_annotations``,
+    ``retry_attempts``, ``restart``, ``network_isolated``, ``expose_tcp``,
+    ``expose_udp`` and, for services, ``persist`` and ``readiness_probe``
+    (the probe in its Fuzzfile form, normalized: network._parse_probe).
     """
 
     name: str
@@ -102,6 +106,8 @@ class Job:
     expose_tcp: List[int] = dataclasses.field(default_factory=list)
     expose_udp: List[int] = dataclasses.field(default_factory=list)
     persist: Optional[bool] = None
+    inline_files: Dict[str, str] = dataclasses.field(default_factory=dict)
+    readiness_probe: Optional[Dict[str, Any]] = None
 
     @property
     def slots_per_node(self) -> int:
@@ -186,6 +192,8 @@ class Job:
             "expose_tcp": list(self.expose_tcp),
             "expose_udp": list(self.expose_udp),
             "persist": self.persist,
+            "inline_files": dict(self.inline_files),
+            "readiness_probe": copy.deepcopy(self.readiness_probe),
             "total_slots": self.total_slots,
             "tasks": self.tasks,
             "max_hosts": self.max_hosts,
