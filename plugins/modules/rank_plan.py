@@ -49,8 +49,10 @@ description:
     ever appears in this module's result. With O(secret_names), a reference to a name not
     among them is refused, naming the job, the C(env) key and the reference.
   - >-
-    The job's C(files) are returned in RV(spec.files) with their contents from O(files),
-    for the node runtime to write, as the job user, on every node before the job starts.
+    The job's C(files) are returned in RV(spec.files) with their contents from O(files)
+    (C(file://) references) or from the job itself (contents given in place,
+    C(inline_files)), for the node runtime to write, as the job user, on every node before
+    the job starts.
   - >-
     A job with a C(task-array) is planned as its tasks: RV(spec.ranks) holds one entry per
     task (C(start) to C(end)) with its C(task_id), host name C(<job>-<task id>),
@@ -266,7 +268,8 @@ spec:
     files:
       description:
         - >-
-          The job's C(files), each C({path, name, contents}), in the job's order: written at
+          The job's C(files), each C({path, name, contents}) (C(name) empty for contents given
+          in place), references first, in the job's order: written at
           C(path) on every node of the job as the job user (mode 0644, missing parent
           directories created as the job user) before the job starts, and removed again at
           cleanup with the directories created for them. An existing regular file of the job
