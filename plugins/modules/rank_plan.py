@@ -49,10 +49,8 @@ description:
     ever appears in this module's result. With O(secret_names), a reference to a name not
     among them is refused, naming the job, the C(env) key and the reference.
   - >-
-    The job's C(files) are returned in RV(spec.files) with their contents from O(files)
-    (C(file://) references) or from the job itself (contents given in place,
-    C(inline_files)), for the node runtime to write, as the job user, on every node before
-    the job starts.
+    The job's C(files) are returned in RV(spec.files) with their contents from O(files),
+    for the node runtime to write, as the job user, on every node before the job starts.
   - >-
     A job with a C(task-array) is planned as its tasks: RV(spec.ranks) holds one entry per
     task (C(start) to C(end)) with its C(task_id), host name C(<job>-<task id>),
@@ -128,7 +126,8 @@ options:
     description:
       - The workflow's top-level C(files), name to contents, as returned in
         RV(fuzz.multinode.fuzzfile#module:workflow.files).
-      - Required when the job has C(files); entries the job does not reference are ignored.
+      - Required when the job has C(files) references; entries the job does not reference are
+        ignored. Contents given in place (the job's C(inline_files)) come with the job.
     type: dict
   run:
     description:

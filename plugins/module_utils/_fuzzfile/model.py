@@ -57,20 +57,24 @@ class Job:
     ``multinode`` section has ``nodes == 1`` and ``implementation is None``.
     ``nodes`` is the number of ranks (host names ``<name>-0`` ...).
 
+    One shape whatever form the Fuzzfile used: ``mounts`` maps each mount
+    location (an absolute container path) to its volume's name, from any of
+    the three mount forms; ``files`` holds the ``file://`` references and
+    ``inline_files`` (container path -> contents) the files whose contents
+    are given in place; a service's ``readiness_probe`` is its probe in the
+    Fuzzfile's form, normalized (``network._parse_probe``; not run yet).
+
     Fields added for workflows (all have defaults, so older job dicts still
     load): ``kind`` (``job`` or ``service``), ``depends_on`` (``Dependency``
     list), ``timeout_seconds`` (``policy.timeout.execute``; ``None``: no
     timeout), ``task_array`` (``TaskArray`` or ``None``), ``files``
-    (container path -> name of a top-level ``files`` entry: a ``file://``
-    reference), ``inline_files`` (container path -> the file's contents,
-    given in place of a reference), ``mounts`` (mount location, an absolute
-    container path -> volume name, whichever of the three mount forms the
-    Fuzzfile used), ``memory_by_core`` (``memory.size`` is per core), and the
-    features recorded in ``unsupported``: ``image_secret``, ``cpu_threads``,
-    ``cpu_sockets``, ``devices``, ``exclusive``, ``resource_annotations``,
-    ``retry_attempts``, ``restart``, ``network_isolated``, ``expose_tcp``,
-    ``expose_udp`` and, for services, ``persist`` and ``readiness_probe``
-    (the probe in its Fuzzfile form, normalized: network._parse_probe).
+    (container path -> name of a top-level ``files`` entry), ``mounts``
+    (container path -> volume name), ``memory_by_core`` (``memory.size`` is
+    per core), and the features recorded in ``unsupported``:
+    ``image_secret``, ``cpu_threads``, ``cpu_sockets``, ``devices``,
+    ``exclusive``, ``resource_annotations``, ``retry_attempts``,
+    ``restart``, ``network_isolated``, ``expose_tcp``, ``expose_udp`` and, for
+    services, ``persist``.
     """
 
     name: str
