@@ -48,7 +48,8 @@ policy, module_utils/fuzzfile.py) refuses a reference to a name that
 ``fuzz_multinode_secrets`` does not define.
 
 Files: ``files`` lists ``{path, name, contents}``, the job's ``files`` with
-their contents from the workflow's top-level ``files`` (``plan_files``).
+their contents from the workflow's top-level ``files``, or given in place
+(``plan_files``).
 
 Launcher (``launcher(...)``, the spec's ``launcher``): as Fuzzball does, an
 ``openmpi``/``ompi`` or ``mpich`` job's command (or script) is run under the
@@ -76,7 +77,7 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 import re
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Union
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from ansible_collections.fuzz.multinode.plugins.module_utils.fuzzfile import (
     ADMISSION_KEY,
@@ -139,30 +140,36 @@ def _expansion_env(env: Mapping[str, str], run: str) -> Mapping[str, str]:
 
 def plan_files(job: Job, files: Optional[Mapping[str, Any]]) -> List[Dict[str, str]]:
     """The job's ``files`` as the runtime writes them on every node:
-    ``[{"path", "name", "contents"}]`` in the job's order, with ``contents``
-    from the workflow's top-level ``files`` (name -> contents). A path must
-    be a normalized absolute file path (no ``.``, ``..`` or empty component,
-    no trailing ``/``): the runtime creates missing parent directories one by
-    one and removes them again at cleanup."""
+    ``[{"path", "name", "contents"}]``, first the ``file://`` references in
+    the job's order, with ``contents`` from the workflow's top-level
+    ``files`` (name -> contents), then the files whose contents the job gives
+    in place (``inline_files``; ``name`` empty). A path must be a normalized
+    absolute file path (no ``.``, ``..`` or empty component, no trailing
+    ``/``): the runtime creates missing parent directories one by one and
+    removes them again at cleanup."""
     planned: List[Dict[str, str]] = []
-    for path, name in job.files.items():
+    sources: List[Tuple[str, str, Optional[str]]] = [
+        (path, name, None) for path, name in job.files.items()]
+    sources += [(path, "", contents) for path, contents in job.inline_files.items()]
+    for path, name, contents in sources:
         where = "jobs.%s.files.%s" % (job.name, path)
         if any(part in ("", ".", "..") for part in path[1:].split("/")):
             raise FuzzfileError(
                 "%s: must be a normalized absolute file path (no '.', '..' or empty "
                 "components, no trailing '/')" % where
             )
-        if files is None or name not in files:
-            raise FuzzfileError(
-                "%s: no entry %r in the workflow's top-level files (%s)"
-                % (where, name, ", ".join(sorted(map(str, files or {}))) or "none given")
-            )
-        contents = files[name]
-        if not isinstance(contents, str):
-            raise FuzzfileError(
-                "files.%s: must be the file's contents as a string, got %s"
-                % (name, type(contents).__name__)
-            )
+        if contents is None:
+            if files is None or name not in files:
+                raise FuzzfileError(
+                    "%s: no entry %r in the workflow's top-level files (%s)"
+                    % (where, name, ", ".join(sorted(map(str, files or {}))) or "none given")
+                )
+            contents = files[name]
+            if not isinstance(contents, str):
+                raise FuzzfileError(
+                    "files.%s: must be the file's contents as a string, got %s"
+                    % (name, type(contents).__name__)
+                )
         planned.append({"path": path, "name": name, "contents": contents})
     return planned
 

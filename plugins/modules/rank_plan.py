@@ -126,7 +126,8 @@ options:
     description:
       - The workflow's top-level C(files), name to contents, as returned in
         RV(fuzz.multinode.fuzzfile#module:workflow.files).
-      - Required when the job has C(files); entries the job does not reference are ignored.
+      - Required when the job has C(files) references; entries the job does not reference are
+        ignored. Contents given in place (the job's C(inline_files)) come with the job.
     type: dict
   run:
     description:
@@ -266,7 +267,8 @@ spec:
     files:
       description:
         - >-
-          The job's C(files), each C({path, name, contents}), in the job's order: written at
+          The job's C(files), each C({path, name, contents}) (C(name) empty for contents given
+          in place), references first, in the job's order: written at
           C(path) on every node of the job as the job user (mode 0644, missing parent
           directories created as the job user) before the job starts, and removed again at
           cleanup with the directories created for them. An existing regular file of the job

@@ -10,6 +10,7 @@ check every field first."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
@@ -55,6 +56,13 @@ class Job:
     given twice keeps its first position and its last value. A job without a
     ``multinode`` section has ``nodes == 1`` and ``implementation is None``.
     ``nodes`` is the number of ranks (host names ``<name>-0`` ...).
+
+    One shape whatever form the Fuzzfile used: ``mounts`` maps each mount
+    location (an absolute container path) to its volume's name, from any of
+    the three mount forms; ``files`` holds the ``file://`` references and
+    ``inline_files`` (container path -> contents) the files whose contents
+    are given in place; a service's ``readiness_probe`` is its probe in the
+    Fuzzfile's form, normalized (``network._parse_probe``; not run yet).
 
     Fields added for workflows (all have defaults, so older job dicts still
     load): ``kind`` (``job`` or ``service``), ``depends_on`` (``Dependency``
@@ -102,6 +110,8 @@ class Job:
     expose_tcp: List[int] = dataclasses.field(default_factory=list)
     expose_udp: List[int] = dataclasses.field(default_factory=list)
     persist: Optional[bool] = None
+    inline_files: Dict[str, str] = dataclasses.field(default_factory=dict)
+    readiness_probe: Optional[Dict[str, Any]] = None
 
     @property
     def slots_per_node(self) -> int:
@@ -186,6 +196,8 @@ class Job:
             "expose_tcp": list(self.expose_tcp),
             "expose_udp": list(self.expose_udp),
             "persist": self.persist,
+            "inline_files": dict(self.inline_files),
+            "readiness_probe": copy.deepcopy(self.readiness_probe),
             "total_slots": self.total_slots,
             "tasks": self.tasks,
             "max_hosts": self.max_hosts,

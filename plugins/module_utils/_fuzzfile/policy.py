@@ -46,8 +46,19 @@ def task_name(job: str, task_id: int) -> str:
     return "%s-%d" % (job, task_id)
 
 
+def _require_jobs(workflow: Workflow) -> None:
+    """A workflow of services only is a valid Fuzzfile with nothing to run
+    here, as long as services are not run."""
+    if not workflow.jobs:
+        raise FuzzfileError(
+            "jobs: the workflow has no jobs, only services (%s), and fuzz.multinode does not "
+            "run services yet, so there is nothing to run" % ", ".join(workflow.services)
+        )
+
+
 def select_job(workflow: Workflow, name: Optional[str] = None) -> Job:
     """Pick a job by name; without a name the workflow must have exactly one."""
+    _require_jobs(workflow)
     names = list(workflow.jobs)
     if name is None:
         if len(names) == 1:
@@ -70,7 +81,9 @@ def select_run(workflow: Workflow, name: Optional[str] = None) -> List[Job]:
     """The jobs run-job.yml runs, in dependency order: the one named, or
     without a name every job of the workflow. Services are not run, so a job
     that depends on one cannot run either; that is refused up front rather
-    than discovered halfway through a workflow."""
+    than discovered halfway through a workflow; so is a workflow of services
+    only."""
+    _require_jobs(workflow)
     if name is not None:
         jobs = [select_job(workflow, name)]
     else:
