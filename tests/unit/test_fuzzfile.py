@@ -309,7 +309,6 @@ def test_unsupported_job_features_are_recorded():
     )
     j = wf.jobs["solve"]
     assert j.unsupported == [
-        "jobs.solve.image.secret: registry secrets are not supported yet; ignored",
         "jobs.solve.mounts: volume mounts are not supported yet; ignored",
         "jobs.solve.resource.cpu.threads: hardware threads selection is not supported yet; "
         "ignored",

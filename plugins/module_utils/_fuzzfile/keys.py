@@ -90,7 +90,6 @@ TRANSFER_POLICY_KEYS = ("timeout", "retry")
 LOCATION_KEYS = ("uri", "secret")
 
 NOTE = {
-    "image.secret": "registry secrets are not supported yet; ignored",
     "cpu.threads": "hardware threads selection is not supported yet; ignored",
     "cpu.sockets": "socket counts are not supported yet; ignored",
     "devices": "device requests are not supported yet; ignored",

@@ -167,7 +167,6 @@ def _parse_unit(
     image_secret = None
     if image.get("secret") is not None:
         image_secret = _secret_reference(image["secret"], _join(image_path, "secret"))
-        notes.append("%s: %s" % (_join(image_path, "secret"), NOTE["image.secret"]))
 
     command = None
     script = None
