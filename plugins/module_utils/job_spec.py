@@ -40,12 +40,15 @@ expanded; in script mode the script text is left alone (its shell expands) and
 Secrets (``secret://NAME`` env values, NAME being ``scope/name``): the spec
 keeps the references, in every rank's ``env`` and in ``secret_env`` (``{key:
 NAME}``); an argument that expands a secret key is refused (a command line
-is readable by every user of a node), so ``secret_args`` is empty. Values
-never pass through
+is readable by every user of a node), so ``secret_args`` is empty. The
+``image.secret`` reference (registry credentials for the image's pull) is
+``image.secret``: its NAME, or None (none, or the job runs on the bare
+host and pulls nothing). Values never pass through
 the controller's modules: the node runtime resolves the references from the
 values the play delivers to it separately. ``check_secrets`` (the run
 policy, module_utils/fuzzfile.py) refuses a reference to a name that
-``fuzz_multinode_secrets`` does not define.
+``fuzz_multinode_secrets`` does not define, ``check_registry_secret`` an
+``image.secret`` whose value is not registry credentials.
 
 Files: ``files`` lists ``{path, name, contents}``, the job's ``files`` with
 their contents from the workflow's top-level ``files``, or given in place
@@ -84,6 +87,7 @@ from ansible_collections.fuzz.multinode.plugins.module_utils.fuzzfile import (
     FuzzfileError,
     Job,
     admit_once,
+    image_secret_name,
     load_job,
     rank_name,
     reserved_env,
@@ -263,6 +267,7 @@ def plan_job(
     claim_lease: int = CLAIM_LEASE,
     files: Optional[Mapping[str, Any]] = None,
     secret_names: Optional[Iterable[Any]] = None,
+    registry_secret_names: Optional[Iterable[Any]] = None,
     local: bool = False,
     execution: str = "container",
     run: str = "",
@@ -275,13 +280,16 @@ def plan_job(
     workflow's top-level ``files`` (name -> contents), needed when the job has
     ``files``. ``secret_names``, when given, are the names defined in
     ``fuzz_multinode_secrets``: a ``secret://`` reference to any other name is
-    refused (``check_secrets``). Secret values never pass through here. Raises
+    refused (``check_secrets``); ``registry_secret_names``, those of them
+    whose values are registry credentials: an ``image.secret`` naming any
+    other is refused (``check_registry_secret``). Secret values never pass
+    through here. Raises
     FuzzfileError on bad input, including a job the run policy refuses
     (``admit``: a ``gasnet`` job, rank host names too long) unless it was
     admitted already (``admit_once``).
     """
     return _render(
-        admit_once(_load(job), _admission(job), secret_names),
+        admit_once(_load(job), _admission(job), secret_names, registry_secret_names),
         nodes,
         user=user,
         wrapper_path=wrapper_path,
@@ -430,7 +438,13 @@ def _render(
         # Where the ranks run: "container", each in the job's image on its
         # node (Podman); "host", on the bare host.
         "execution": execution,
-        "image": {"uri": job.image_uri, "secret": job.image_secret},
+        # image.secret's NAME: the nodes pull the image with its registry
+        # credentials, delivered as the secret:// env values are; none when
+        # they pull nothing (the bare host).
+        "image": {
+            "uri": job.image_uri,
+            "secret": image_secret_name(job) if execution == "container" else None,
+        },
         "ranks": ranks,
     }
     if run:
@@ -473,7 +487,8 @@ def plan_task_array(
     if job.task_array is None:
         raise FuzzfileError("job: %s has no task-array" % job.name)
     options = dict(options)
-    admit_once(job, record, options.pop("secret_names", None))
+    admit_once(job, record, options.pop("secret_names", None),
+               options.pop("registry_secret_names", None))
     local = bool(options.get("local"))
     if local:
         # As many task slots on the one node as it would have hosts.

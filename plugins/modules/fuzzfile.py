@@ -193,7 +193,8 @@ run:
     - >-
       Each also has C(admitted), the record that this task admitted it (its rank host names
       fit, its implementation can run here and, with O(secret_names), every secret it
-      references is defined): M(fuzz.multinode.rank_plan) does not check such a job again
+      references is defined; with O(registry_secret_names), its C(image.secret) holds
+      registry credentials): M(fuzz.multinode.rank_plan) does not check such a job again
       unless it was changed since.
   returned: success
   type: list
@@ -367,7 +368,10 @@ job:
       returned: success
       sample: {/scratch: scratch}
     image_secret:
-      description: C(image.secret), or V(null) (not supported yet).
+      description: >-
+        C(image.secret), a C(secret://NAME) reference to the registry credentials the
+        image is pulled with (run-job.yml takes them from C(fuzz_multinode_secrets)), or
+        V(null).
       type: str
       returned: success
     cpu_threads:

@@ -311,7 +311,6 @@ def test_unsupported_job_features_are_recorded():
     )
     j = wf.jobs["solve"]
     assert j.unsupported == [
-        "jobs.solve.image.secret: registry secrets are not supported yet; ignored",
         "jobs.solve.mounts: volume mounts are not supported yet; ignored",
         "jobs.solve.resource.cpu.threads: hardware threads selection is not supported yet; "
         "ignored",
@@ -472,6 +471,22 @@ def test_workflow_errors(data, message):
             {"image": {"uri": "x", "secret": []}},
             "jobs.solve.image.secret: must be a string, got a list",
         ),
+        (
+            {"image": {"uri": "x", "secret": "user/registry"}},
+            "jobs.solve.image.secret: must be a secret:// reference (secret://SCOPE/NAME, e.g. "
+            "secret://user/registry), got 'user/registry'",
+        ),
+        (
+            {"image": {"uri": "x", "secret": "secret://"}},
+            "jobs.solve.image.secret: must be a secret:// reference (secret://SCOPE/NAME, e.g. "
+            "secret://user/registry), got 'secret://'",
+        ),
+        (
+            {"image": {"uri": "x", "secret": "secret://user/my registry"}},
+            "jobs.solve.image.secret: must be a secret:// reference (secret://SCOPE/NAME, e.g. "
+            "secret://user/registry), got 'secret://user/my registry'",
+        ),
+        ({"image": {"uri": "x", "secret": ""}}, "jobs.solve.image.secret: must not be empty"),
         ({"command": "echo hi"}, "jobs.solve.command: must be a list of strings, got 'echo hi'"),
         ({"command": []}, "jobs.solve.command: must not be empty"),
         (

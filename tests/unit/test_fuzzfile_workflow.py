@@ -233,9 +233,7 @@ def test_v4_everything():
     assert (prepare.cores, prepare.memory_bytes, prepare.timeout_seconds) == (2, 10**9, 600.0)
     assert prepare.depends_on == [Dependency("db", "FINISHED")]
     assert prepare.image_secret == "secret://user/registry"
-    assert prepare.unsupported == [
-        "jobs.prepare.image.secret: registry secrets are not supported yet; ignored"
-    ]
+    assert prepare.unsupported == []
 
     solve = wf.jobs["solve"]
     assert solve.command == ["/bin/sh", "-c", "mpi_hello_world"]

@@ -245,6 +245,9 @@ def solve_dict(**changes):
         (solve_dict(expose_tcp=[0]), "job.expose_tcp[0]: must be a port number from 1 to 65535, "
                                      "got 0"),
         (solve_dict(retry_attempts=-1), "job.retry_attempts: must be an integer >= 0, got -1"),
+        (solve_dict(image_secret="user/registry"),
+         "job.image_secret: must be a secret:// reference (secret://SCOPE/NAME, e.g. "
+         "secret://user/registry), got 'user/registry'"),
         (solve_dict(command=None, script=None), "job: needs exactly one of command and script"),
     ],
 )

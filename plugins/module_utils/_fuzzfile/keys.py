@@ -23,6 +23,8 @@ JOB_NAME_RE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
 JOB_NAME_MAX = 63  # one DNS label
 ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 SECRET_PREFIX = "secret://"
+# An image.secret's value in fuzz_multinode_secrets: registry credentials.
+REGISTRY_CREDENTIAL_KEYS = ("username", "password")
 FILE_PREFIX = "file://"
 VOLUME_PREFIX = "volume://"
 INT_MAX = 2**31 - 1  # counts (nodes, cores, procs-per-node)
@@ -91,7 +93,6 @@ TRANSFER_POLICY_KEYS = ("timeout", "retry")
 LOCATION_KEYS = ("uri", "secret")
 
 NOTE = {
-    "image.secret": "registry secrets are not supported yet; ignored",
     "cpu.threads": "hardware threads selection is not supported yet; ignored",
     "cpu.sockets": "socket counts are not supported yet; ignored",
     "devices": "device requests are not supported yet; ignored",

@@ -70,8 +70,9 @@ class Job:
     timeout), ``task_array`` (``TaskArray`` or ``None``), ``files``
     (container path -> name of a top-level ``files`` entry), ``mounts``
     (container path -> volume name), ``memory_by_core`` (``memory.size`` is
-    per core), and the features recorded in ``unsupported``:
-    ``image_secret``, ``cpu_threads``, ``cpu_sockets``, ``devices``,
+    per core), ``image_secret`` (``image.secret``, a ``secret://``
+    reference to registry credentials), and the features recorded in
+    ``unsupported``: ``cpu_threads``, ``cpu_sockets``, ``devices``,
     ``exclusive``, ``resource_annotations``, ``retry_attempts``,
     ``restart``, ``network_isolated``, ``expose_tcp``, ``expose_udp`` and, for
     services, ``persist``.

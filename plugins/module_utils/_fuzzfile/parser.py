@@ -75,6 +75,7 @@ from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.values im
     _mapping,
     _no_nul,
     _positive_int,
+    _secret_reference,
     _section,
     _show,
     _string,
@@ -168,8 +169,7 @@ def _parse_unit(
     image_uri = _string(image["uri"], _join(image_path, "uri"), nonempty=True)
     image_secret = None
     if image.get("secret") is not None:
-        image_secret = _string(image["secret"], _join(image_path, "secret"))
-        notes.append("%s: %s" % (_join(image_path, "secret"), NOTE["image.secret"]))
+        image_secret = _secret_reference(image["secret"], _join(image_path, "secret"))
 
     command = None
     script = None

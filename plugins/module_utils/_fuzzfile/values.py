@@ -18,6 +18,7 @@ from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.keys impo
     JOB_NAME_MAX,
     JOB_NAME_RE,
     PORT_MAX,
+    SECRET_PREFIX,
 )
 
 
@@ -86,6 +87,20 @@ def _string(value: Any, path: str, *, nonempty: bool = False) -> str:
     if nonempty and not value:
         raise FuzzfileError("%s: must not be empty" % path)
     return _no_nul(value, path)
+
+
+def _secret_reference(value: Any, path: str) -> str:
+    """A ``secret://NAME`` reference (``image.secret``): NAME, the key of its
+    value in ``fuzz_multinode_secrets``, is not empty and has no white
+    space."""
+    text = _string(value, path, nonempty=True)
+    name = text[len(SECRET_PREFIX):]
+    if not text.startswith(SECRET_PREFIX) or not name or any(c.isspace() for c in name):
+        raise FuzzfileError(
+            "%s: must be a secret:// reference (secret://SCOPE/NAME, e.g. secret://user/registry), "
+            "got %s" % (path, _show(text))
+        )
+    return text
 
 
 def _string_list(value: Any, path: str, *, nonempty: bool = False) -> List[str]:
