@@ -34,4 +34,12 @@ def runtime_state(tmp_path, monkeypatch):
     hosts = tmp_path / "hosts"
     hosts.write_text("127.0.0.1 localhost\n")
     monkeypatch.setattr(registry, "HOSTS_FILE", str(hosts))
-    return tmp_path
+    yield tmp_path
+    # The sandboxes the test's registrations made (their PID 1s live on).
+    from multinode_runtime.errors import RuntimeFailure
+    from multinode_runtime.sandbox import remove_sandbox
+    for job in os.listdir(registry.JOBS_DIR) if os.path.isdir(registry.JOBS_DIR) else []:
+        try:
+            remove_sandbox(job)
+        except RuntimeFailure:
+            pass  # a stand-in container the test made up

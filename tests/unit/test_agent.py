@@ -718,8 +718,8 @@ def test_a_slot_its_slow_client_gave_back_serves_the_next_call(pooled):
 @pytest.fixture
 def client_in_a_container():
     """A client process in a PID namespace of its own, with its own /proc
-    (as in a job's container): (its host pid, the pid it knows itself by,
-    the container's record)."""
+    (as in a run's sandbox): (its host pid, the pid it knows itself by,
+    the sandbox's record)."""
     proc = subprocess.Popen(["unshare", "--pid", "--fork", "--mount-proc", "sh", "-c", 'echo "$$"; exec sleep 60'],
                             stdout=subprocess.PIPE, text=True)
     try:
@@ -736,14 +736,14 @@ def client_in_a_container():
         proc.wait()
 
 
-def test_a_client_in_the_jobs_container_is_served_by_the_pid_it_knows_itself_by(pooled, client_in_a_container):
-    """Where the job runs in its image, its processes are in the container's
-    PID namespace: a client claims its slot and asks with its own pid there
-    (`$$`), which the agent maps to the host's to watch it."""
-    from multinode_runtime.containers import Container
+def test_a_client_in_the_runs_sandbox_is_served_by_the_pid_it_knows_itself_by(pooled, client_in_a_container):
+    """The job's processes are in the PID namespace of the run's sandbox (its
+    container, or the bare host's): a client claims its slot and asks with
+    its own pid there (`$$`), which the agent maps to the host's to watch it."""
+    from multinode_runtime.sandbox import Sandbox
     the_agent, stand_in, claim = pooled
     host, own, record = client_in_a_container
-    the_agent.container = Container("j", record)
+    the_agent.sandbox = Sandbox("j", record)
     reply = claim(0, ["j-1", "true"], own)
     [call] = the_agent.calls.values()
     assert (call.pid, call.client) == (host, own)

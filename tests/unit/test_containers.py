@@ -8,8 +8,9 @@ import subprocess
 import time
 
 import pytest
-from multinode_runtime.containers import ENTER_SCRIPT, Container, local_image
+from multinode_runtime.containers import local_image
 from multinode_runtime.errors import RuntimeFailure
+from multinode_runtime.sandbox import ENTER_SCRIPT, Sandbox
 
 SHELLS = [sh for sh in ("dash", "busybox") if shutil.which(sh)]
 
@@ -32,33 +33,47 @@ def test_other_images_are_refused_naming_the_image(uri, says):
 
 
 def enter(shell, cwd, *argv):
+    """The entry script in `shell`: (its exit status, its stdout, what it
+    reported on its stdin, a pipe)."""
     command = ["busybox", "sh"] if shell == "busybox" else [shell]
-    return subprocess.run(command + ["-c", ENTER_SCRIPT, "fuzz-multinode", cwd] + list(argv),
-                          capture_output=True, text=True, timeout=10, check=False)
+    report_r, report_w = os.pipe()
+    try:
+        done = subprocess.run(command + ["-c", ENTER_SCRIPT, "fuzz-multinode", cwd] + list(argv), stdin=report_w,
+                              capture_output=True, text=True, timeout=10, check=False)
+    finally:
+        os.close(report_w)
+    with os.fdopen(report_r) as report:
+        return done.returncode, done.stdout, report.read()
 
 
 @pytest.mark.parametrize("shell", SHELLS)
 def test_the_command_starts_in_the_cwd_with_its_arguments_intact(shell, tmp_path):
-    done = enter(shell, str(tmp_path), "sh", "-c", 'pwd; printf "<%s>" "$@"', "x", "a b", "", "$HOME", "*")
-    assert done.returncode == 0, done.stderr
-    assert done.stdout == "%s\n<a b><><$HOME><*>" % tmp_path
+    status, out, reported = enter(shell, str(tmp_path), "sh", "-c", 'pwd; printf "<%s>" "$@"',
+                                  "x", "a b", "", "$HOME", "*")
+    assert (status, reported) == (0, "ok\n")
+    assert out == "%s\n<a b><><$HOME><*>" % tmp_path
 
 
 @pytest.mark.parametrize("shell", SHELLS)
-def test_a_missing_cwd_fails_naming_it(shell, tmp_path):
-    done = enter(shell, str(tmp_path / "data"), "true")
-    assert done.returncode == 1
-    assert done.stderr == ("fuzz.multinode: cwd %s: no such directory in the job's image, or the "
-                           "job user may not enter it\n" % (tmp_path / "data"))
+def test_the_command_does_not_inherit_the_report_fd(shell, tmp_path):
+    status, out, _ = enter(shell, str(tmp_path), "sh", "-c", 'ls /proc/self/fd/ | sort -n | tr "\n" " "')
+    assert (status, out.split()[:3]) == (0, ["0", "1", "2"])
+    assert len(out.split()) == 4  # and ls's own directory fd
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_a_missing_cwd_is_reported_and_nothing_runs(shell, tmp_path):
+    assert enter(shell, str(tmp_path / "data"), "echo", "ran") == (1, "", "cwd\n")
 
 
 @pytest.mark.parametrize("shell", SHELLS)
 def test_the_exit_status_is_the_commands(shell, tmp_path):
-    assert enter(shell, str(tmp_path), "sh", "-c", "exit 7").returncode == 7
+    assert enter(shell, str(tmp_path), "sh", "-c", "exit 7")[0] == 7
 
 
 def test_a_dead_container_is_not_entered(tmp_path):
-    gone = Container("j", {"name": "fuzz-multinode-j", "image": "docker://x/y:1", "pid": 2 ** 22 + 1, "mnt": 1})
+    gone = Sandbox("j", {"kind": "container", "name": "fuzz-multinode-j", "image": "docker://x/y:1",
+                         "pid": 2 ** 22 + 1, "mnt": 1})
     assert not gone.alive()
     with pytest.raises(RuntimeFailure, match=r"the container of job j on node n1 \(image docker://x/y:1\) "
                                              r"is not running any more"):
@@ -85,17 +100,25 @@ def no_podman(runtime_state, monkeypatch):
 
 
 def test_local_mode_without_podman_runs_on_the_bare_host_and_says_why(no_podman):
-    from multinode_runtime.containers import host_reason, job_container, place_job, ran_in
+    from multinode_runtime.sandbox import host_reason, job_sandbox, place_job, ran_in, remove_sandbox
     spec = job_spec(local=True)
-    assert place_job(spec, "n1") is None
-    assert host_reason("j").startswith("this machine has no Podman (")
-    assert host_reason("j").endswith("so image docker://mirror.gcr.io/library/alpine:3.16 is not used")
-    assert job_container("j") is None
-    assert ran_in(spec) == "on the bare host"
+    sandbox = place_job(spec, "n1")
+    try:
+        assert sandbox.image is None and sandbox.alive()
+        assert host_reason("j").startswith("this machine has no Podman (")
+        assert host_reason("j").endswith("so image docker://mirror.gcr.io/library/alpine:3.16 is not used")
+        assert job_sandbox("j").pid == sandbox.pid
+        assert ran_in(spec) == "on the bare host"
+    finally:
+        remove_sandbox("j")
+    deadline = time.monotonic() + 10
+    while sandbox.alive():
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
 
 
 def test_a_cluster_node_without_podman_refuses_the_job_saying_what_to_do(no_podman):
-    from multinode_runtime.containers import place_job
+    from multinode_runtime.sandbox import place_job
     with pytest.raises(RuntimeFailure) as failure:
         place_job(job_spec(), "n2")
     message = str(failure.value)
@@ -104,11 +127,15 @@ def test_a_cluster_node_without_podman_refuses_the_job_saying_what_to_do(no_podm
     assert "fuzz_multinode_execution: host" in message
 
 
-def test_host_execution_and_nodes_without_ranks_start_no_container(no_podman):
-    from multinode_runtime.containers import host_reason, place_job
-    assert place_job(job_spec(execution="host"), "n1") is None
+def test_host_execution_gets_the_bare_hosts_sandbox_and_nodes_without_ranks_none(no_podman):
+    from multinode_runtime.sandbox import host_reason, place_job, remove_sandbox
+    sandbox = place_job(job_spec(execution="host"), "n1")
+    try:
+        assert sandbox.image is None and sandbox.alive()
+        assert host_reason("j") is None  # asked for: nothing to explain
+    finally:
+        remove_sandbox("j")
     assert place_job(job_spec(), "n3") is None  # no rank of the job there
-    assert host_reason("j") is None  # nothing to explain: asked for, or nothing here
 
 
 # -- the container's processes, as its PID namespace names them ---------------------
@@ -136,13 +163,13 @@ def sandboxed_shell():
         proc.wait()
 
 
-def test_a_container_process_is_found_by_the_pid_it_knows_itself_by(runtime_state, sandboxed_shell):
+def test_a_sandbox_process_is_found_by_the_pid_it_knows_itself_by(runtime_state, sandboxed_shell):
     host, own, pid_ns = sandboxed_shell
-    container = Container("j", {"name": "fuzz-multinode-j", "pid": host, "pidns": pid_ns})
+    container = Sandbox("j", {"kind": "container", "name": "fuzz-multinode-j", "pid": host, "pidns": pid_ns})
     assert own == 1
     assert container.host_pid(own) == host
     assert container.has_pid(own)
     assert container.host_pid(2) is None  # no such process in the container
     assert not container.has_pid(2)
-    elsewhere = Container("j", {"name": "fuzz-multinode-j", "pid": host, "pidns": pid_ns + 1})
+    elsewhere = Sandbox("j", {"kind": "container", "name": "fuzz-multinode-j", "pid": host, "pidns": 1})
     assert elsewhere.host_pid(own) is None  # a process of another PID namespace

@@ -93,3 +93,30 @@ def _state(pid):
             return handle.read().rsplit(")", 1)[1].split()[0]
     except OSError:
         return None
+
+
+def test_a_rank_started_in_the_sandbox_is_running_when_its_start_returns(runtime_state):
+    """spawn_rank returns once the command runs in its cwd, not when it
+    ends (nsenter, the command's parent, keeps the start's report pipe)."""
+    import pwd
+
+    from multinode_runtime.execution import spawn_rank
+    from multinode_runtime.sandbox import place_job, remove_sandbox
+    from multinode_runtime.spec import JobSpec
+    spec = JobSpec.from_dict({"job": "j", "run": "r1", "execution": "host", "cwd": "/tmp",
+                              "ranks": [{"rank": 0, "name": "j-0", "node": "n1"}]})
+    os.makedirs(registry.job_dir("j"))
+    sandbox = place_job(spec, "n1")
+    try:
+        out_r, out_w = os.pipe()
+        started = time.monotonic()
+        child = spawn_rank(spec, spec.ranks[0], pwd.getpwnam("nobody"), ["sh", "-c", "pwd; exec sleep 30"], {},
+                           sandbox, out_w, out_w)
+        os.close(out_w)
+        assert time.monotonic() - started < 5
+        assert os.read(out_r, 100) == b"/tmp\n"
+        assert child.poll() is None
+        child.kill()
+        child.wait()
+    finally:
+        remove_sandbox("j")

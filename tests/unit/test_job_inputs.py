@@ -478,15 +478,6 @@ def test_an_unusable_cwd_fails_naming_cwd_node_and_rank(tmp_path, jobs_dir, make
         "jobs.solve.cwd: %s: %s" % (me().pw_name, cwd, reason))
 
 
-def test_a_rank_never_runs_outside_its_cwd(tmp_path):
-    """The launcher's and head's last check: no silent fallback to /."""
-    spec = plan(make_job(cwd=str(tmp_path / "gone")))
-    with pytest.raises(RuntimeFailure) as info:
-        inputs.job_cwd(typed(spec), typed(spec).ranks[1])
-    assert str(info.value) == "jobs.solve.cwd: %s/gone: no such directory on node node-2 " \
-                              "(rank 1, solve-1)" % tmp_path
-    assert inputs.job_cwd(typed(plan(make_job(cwd=str(tmp_path)))), typed(spec).ranks[0]) == str(tmp_path)
-
 
 def test_a_job_without_files_or_cwd_touches_nothing(jobs_dir, monkeypatch):
     spec = plan(make_job())

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from multinode_runtime import registry
 from multinode_runtime.errors import RuntimeFailure
+from multinode_runtime.sandbox import place_job, remove_sandbox
 from multinode_runtime.spec import JobSpec
 from multinode_runtime.supervisor import Supervisor
 
@@ -44,11 +45,12 @@ def head(tmp_path, monkeypatch):
         base.update(fields)
         spec = plan_job(Job(**base), [{"node": "n%d" % i, "address": "10.0.0.%d" % i}
                                       for i in range(1, base["nodes"] + 1)],
-                        user=USER, wrapper_path=WRAPPER, kill_grace=1)
+                        user=USER, wrapper_path=WRAPPER, kill_grace=1, execution="host")
         directory = Path(registry.job_dir(spec["job"]))
         directory.mkdir(parents=True)
         if spec["mode"] == "script":  # as `prepare` writes it on every node
             registry.write_file(str(directory / "script"), spec["script"], 0o755)
+        place_job(JobSpec.from_dict(spec), "n1")  # the run's sandbox, as `prepare` makes it
         log = tmp_path / "job.log"
         fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         try:
@@ -58,6 +60,7 @@ def head(tmp_path, monkeypatch):
             supervisor.rank0_output.finish()  # rank 0's lines are in the log
         finally:
             os.close(fd)
+            remove_sandbox(spec["job"])
         lines = log.read_text().splitlines()
         return [lines[0][len("argv0="):]] + [line[len("arg="):] for line in lines[1:]]
 

@@ -16,7 +16,7 @@ import types
 from pathlib import Path
 
 import pytest
-from multinode_runtime import calls, inputs, local_socket, registry, supervisor
+from multinode_runtime import calls, local_socket, registry, supervisor
 from multinode_runtime.errors import RuntimeFailure
 
 
@@ -184,53 +184,35 @@ def open_dir():
     shutil.rmtree(path)
 
 
-def test_a_cwd_only_root_reaches_is_refused_for_the_job_user(open_dir):
-    """The cwd is opened as the job user: a directory whose parent only
-    root may enter fails, naming cwd, the user, node and rank."""
-    if os.getuid() != 0:
-        pytest.skip("needs root to open as another user")
+def test_a_cwd_only_root_reaches_is_refused_for_the_job_user(open_dir, runtime_state):
+    """The cwd is entered by the job user inside the run's sandbox (nsenter
+    drops root first): a directory whose parent only root may enter fails
+    the start, naming the cwd, the user, node and rank, and nothing runs."""
+    from multinode_runtime.execution import spawn_rank
+    from multinode_runtime.sandbox import place_job, remove_sandbox
+    from multinode_runtime.spec import JobSpec
     closed = open_dir / "closed"
     (closed / "inner").mkdir(parents=True)
     closed.chmod(0o700)
-    user = pwd.getpwnam("nobody")
-    spec = types.SimpleNamespace(cwd=str(closed / "inner"), job="j")
-    rank = types.SimpleNamespace(node="n1", rank=1, name="j-1")
-    with pytest.raises(RuntimeFailure) as info:
-        with inputs.entered_cwd(spec, rank, user):
-            pass
-    assert str(info.value) == "jobs.j.cwd: %s: Permission denied for user nobody on node n1 (rank 1, j-1)" % spec.cwd
-    closed.chmod(0o755)
-    with inputs.entered_cwd(spec, rank, user) as cwd:
-        assert os.path.samefile(cwd, spec.cwd) and cwd.startswith("/proc/%d/fd/" % os.getpid())
-
-
-def test_only_a_cwd_no_user_can_change_or_is_kept_from_is_entered_without_the_job_user(open_dir, tmp_path):
-    """Root enters the cwd itself only when every directory on the path is
-    root's, writable by root only, no link, and searchable by the job user
-    ("/", a job's default): then no process of the job user can make the
-    path lead elsewhere. Anything else is opened as the job user."""
     nobody = pwd.getpwnam("nobody")
-    assert inputs.fixed_for(nobody, "/")
-    assert inputs.fixed_for(nobody, "/usr/bin")
-    assert not inputs.fixed_for(nobody, str(open_dir))  # below /var/tmp: anyone may write there
-    fixed = Path("/run/fmn-fixed-cwd-test")
-    fixed.mkdir(mode=0o755, exist_ok=True)
+    spec = JobSpec.from_dict({"job": "j", "run": "r1", "execution": "host", "cwd": str(closed / "inner"),
+                              "ranks": [{"rank": 0, "name": "j-0", "node": "n1"},
+                                        {"rank": 1, "name": "j-1", "node": "n1"}]})
+    os.makedirs(registry.job_dir("j"))
+    sandbox = place_job(spec, "n1")
     try:
-        fixed.chmod(0o755)
-        assert inputs.fixed_for(nobody, str(fixed))
-        fixed.chmod(0o775)  # group-writable
-        assert not inputs.fixed_for(nobody, str(fixed))
-        fixed.chmod(0o700)  # the job user may not enter it
-        assert not inputs.fixed_for(nobody, str(fixed))
-        os.chown(fixed, nobody.pw_uid, -1)
-        fixed.chmod(0o755)  # the user's own
-        assert not inputs.fixed_for(nobody, str(fixed))
-        os.chown(fixed, 0, -1)
-        link = Path("/run/fmn-fixed-cwd-test-link")
-        link.symlink_to(fixed)
-        try:
-            assert not inputs.fixed_for(nobody, str(link))
-        finally:
-            link.unlink()
+        out_r, out_w = os.pipe()
+        with pytest.raises(RuntimeFailure) as info:
+            spawn_rank(spec, spec.ranks[1], nobody, ["pwd"], {}, sandbox, out_w, out_w)
+        os.close(out_w)
+        assert os.read(out_r, 100) == b""  # nothing ran
+        assert str(info.value) == ("jobs.j.cwd: %s: Permission denied for user nobody on node n1 (rank 1, j-1)"
+                                   % spec.cwd)
+        closed.chmod(0o755)
+        out_r, out_w = os.pipe()
+        child = spawn_rank(spec, spec.ranks[1], nobody, ["pwd"], {}, sandbox, out_w, out_w)
+        os.close(out_w)
+        assert child.wait(timeout=10) == 0
+        assert os.read(out_r, 100) == b"%s\n" % bytes(closed / "inner")
     finally:
-        fixed.rmdir()
+        remove_sandbox("j")

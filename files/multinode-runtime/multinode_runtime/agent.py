@@ -38,10 +38,10 @@ from . import registry
 from .agent_files import MAX_ARGV_BYTES, AgentFiles
 from .calls import record_call
 from .channel import ForkedCalls
-from .containers import job_container
 from .errors import PROG, RuntimeFailure
 from .forwarding import QUEUE_LIMIT, open_client_outputs
 from .processes import send_signal
+from .sandbox import job_sandbox
 from .transport import Lost
 from .wire import FRAME_ERROR, FRAME_EXIT, FRAME_STDERR, FRAME_STDOUT
 from .wrapper import call_outcome, find_rank, parse_ssh_argv, report_failure
@@ -84,8 +84,8 @@ class Agent:
     def __init__(self, spec, user, transports, job_log_pipes=(), node=None):
         self.spec, self.user, self.transports = spec, user, transports
         self.node = node or spec.head.node  # the agent's own node
-        self.container = job_container(spec.job)
-        self.in_image = self.container is not None
+        self.sandbox = job_sandbox(spec.job)
+        self.in_image = self.sandbox is not None and self.sandbox.image is not None
         self.job_log_pipes = set(job_log_pipes)  # (st_dev, st_ino) of pipes relayed into the job log
         self.files = AgentFiles(spec, user)
         self.directory, self.requests_path = self.files.directory, self.files.requests_path
@@ -150,11 +150,11 @@ class Agent:
 
     def client_alive(self, pid):
         """Whether the client whose pid (its own) is `pid` lives."""
-        return self.container.has_pid(pid) if self.container else os.path.exists("/proc/%d" % pid)
+        return self.sandbox.has_pid(pid) if self.sandbox else os.path.exists("/proc/%d" % pid)
 
     def client_host_pid(self, pid):
         """The host pid of the client whose own pid is `pid`, or None."""
-        return self.container.host_pid(pid) if self.container else pid
+        return self.sandbox.host_pid(pid) if self.sandbox else pid
 
     def check(self):
         """On each poll of the supervisor: if the agent process ended before

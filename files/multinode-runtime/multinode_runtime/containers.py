@@ -1,172 +1,43 @@
-"""The job's container on a node: one long-lived Podman container per job
-and node, made from the job's image at registration (prepare) and removed
-at cleanup; every rank command and wrapper call of the job on the node is
-entered into it (execution.py).
+"""The job's container on a node, where the job runs in its image: one
+long-lived Podman container per job and node (podman-hpc's "shared run"),
+made from the job's image at registration and removed at cleanup; it is
+the run's sandbox there (sandbox.py), which every rank command and wrapper
+call of the job on the node is entered into (execution.py). This module
+pulls images (an oras:// SIF through oras.py) and starts containers.
 
-The container lends the job its image's file system (and its own IPC
-namespace): it shares the host's network, and the job's processes are
-entered into its mount namespace only, so they keep their host pids (the
-host's /proc is mounted over the container's: the agent, the process scans
-and cgroups of processes.py and cgroups.py see them as on the bare host),
-and each call keeps the UTS namespace of its own the launcher made, named
-after its rank. Its PID 1 is root's (`/bin/sh` reading a stdin that Podman
-keeps open), so root can enter it where root may not open a job-user
-process's namespaces.
-
-The record (CONTAINER_FILE in the job's directory, root's) names the
-container before it is made, so cleanup removes one that a crash left half
-made, and holds the pid and mount namespace of its PID 1 once it runs: a
-pid whose mount namespace is another is no longer the container.
+The container shares the host's network; it has its own PID namespace and
+/proc (the job's processes are entered into it), its own IPC namespace,
+and sees of the host only the job's directory (its script, the agent's
+FIFOs), /etc/hosts with the rank names and /multinode. Its PID 1 is root's
+(catatonit, which reaps the job's orphans, running `/bin/sh` reading a
+stdin that Podman keeps open), so root can enter it where root may not open
+a job-user process's namespaces.
 """
 
-import ctypes
-import json
 import os
-import socket
 import subprocess
 
 from . import image_registry, registry
-from .cgroups import run_cgroups
 from .errors import RuntimeFailure
 
 PODMAN = "/usr/bin/podman"
 NSENTER = "/usr/bin/nsenter"
-CONTAINER_FILE = "container.json"
 # Host paths every job container sees read-only: the helper and the
 # wrapper. (start_container also mounts the job's directory and the host's
 # /etc/hosts, which are per job or need other options.)
 SHARED_PATHS = ("/multinode",)
 PULL_WITHIN = 1800  # seconds a pull may take
 PODMAN_WITHIN = 120  # seconds for any other podman command
-CLONE_NEWNS = 0x00020000
 # Root's: where SIF files are unpacked while they become Podman images.
 SIF_WORK_DIR = "/var/lib/fuzz-multinode/sif"
-
-_libc = ctypes.CDLL(None, use_errno=True)
-
 
 def container_name(job):
     return "fuzz-multinode-" + job
 
 
-def record_path(job):
-    return registry.job_path(job, CONTAINER_FILE)
-
-
-class Container:
-    """A job's running container on this node, as its record says."""
-
-    def __init__(self, job, record):
-        self.job = job
-        self.name = record["name"]
-        self.image = record.get("image", "")
-        self.pid = record.get("pid")
-        self.mount_ns = record.get("mnt")
-        self.pid_ns = record.get("pidns")
-
-    def alive(self):
-        """Whether the recorded pid is still the container's PID 1."""
-        try:
-            return self.pid is not None and os.stat("/proc/%d/ns/mnt" % self.pid).st_ino == self.mount_ns
-        except OSError:
-            return False
-
-    def check_alive(self, node):
-        if not self.alive():
-            raise RuntimeFailure("the container of job %s on node %s (image %s) is not running "
-                                 "any more" % (self.job, node, self.image))
-
-    def enter_argv(self, user, cwd, argv):
-        """argv run as the job user inside the container, in `cwd` there
-        (entered as the job user, after the privileges are gone)."""
-        return [NSENTER, "--target", str(self.pid), "--mount", "--ipc", "--pid", "--root", "--wd",
-                "--setuid", str(user.pw_uid), "--setgid", str(user.pw_gid), "--",
-                "/bin/sh", "-c", ENTER_SCRIPT, "fuzz-multinode", cwd] + list(argv)
-
-    def host_pid(self, pid):
-        """The host pid of the container's process `pid` (as the process
-        itself knows it: a wrapper client's `$$`), or None (gone, or not
-        the container's). The run's cgroups on this node hold every process
-        of the run here: only those are looked at (else every process)."""
-        in_run = run_cgroups(self.job).pids()
-        for host in sorted(in_run) if in_run else _all_pids():
-            levels = _ns_pids(host)
-            if len(levels) < 2 or levels[-1] != pid:
-                continue
-            try:
-                if os.stat("/proc/%d/ns/pid" % host).st_ino == self.pid_ns:
-                    return host
-            except PermissionError:  # root without CAP_SYS_PTRACE: the run's cgroup vouches for it
-                if in_run:
-                    return host
-            except OSError:
-                continue
-        return None
-
-    def has_pid(self, pid):
-        """Whether the container's process `pid` (its own pid) lives."""
-        return os.path.exists("/proc/%d/root/proc/%d" % (self.pid, pid))
-
-    def enter_here(self):
-        """Move this (single-threaded, root) process into the container's
-        file system: its mount namespace, and its root as ours."""
-        root = os.open("/proc/%d/root" % self.pid, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        mount_ns = os.open("/proc/%d/ns/mnt" % self.pid, os.O_RDONLY | os.O_CLOEXEC)
-        try:
-            if _libc.setns(mount_ns, CLONE_NEWNS) != 0:
-                raise OSError(ctypes.get_errno(), "setns: " + os.strerror(ctypes.get_errno()))
-            os.fchdir(root)
-            os.chroot(".")
-            os.chdir("/")
-        finally:
-            os.close(root)
-            os.close(mount_ns)
-
-
-# The cwd is entered by the job user inside the image: never a path root
-# follows. A missing one says so in the job's terms.
-ENTER_SCRIPT = (
-    'cd -- "$1" 2>/dev/null || { printf "%s\\n" "fuzz.multinode: cwd $1: no such directory in '
-    'the job\'s image, or the job user may not enter it" >&2; exit 1; }; shift; exec "$@"'
-)
-
-
-def _all_pids():
-    return sorted(int(entry) for entry in os.listdir("/proc") if entry.isdigit())
-
-
-def _ns_pids(pid):
-    """A process's pid in our PID namespace and each one nested in it that
-    it is in (NSpid), outermost first; [] when it is gone."""
-    try:
-        with open("/proc/%d/status" % pid, "rb") as handle:
-            for line in handle:
-                if line.startswith(b"NSpid:"):
-                    return [int(word) for word in line.split()[1:]]
-    except (OSError, ValueError):
-        pass
-    return []
-
-
-def _read_record(job):
-    """The job's container record here: None when it has none (it runs on
-    the bare host, or was never registered here)."""
-    try:
-        with open(record_path(job)) as handle:
-            record = json.load(handle)
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as exc:
-        raise RuntimeFailure("the container record of job %s is unreadable: %s" % (job, exc)) from None
-    if not isinstance(record, dict):
-        raise RuntimeFailure("the container record of job %s is unreadable: not a mapping" % job)
-    return record
-
-
-def job_container(job):
-    """The job's container here, or None (the job runs on the bare host)."""
-    record = _read_record(job)
-    return Container(job, record) if record and record.get("pid") else None
+def missing_tools():
+    """The programs this node lacks to run a job in its image."""
+    return [path for path in (PODMAN, NSENTER) if not os.access(path, os.X_OK)]
 
 
 def podman(args, within=PODMAN_WITHIN):
@@ -256,11 +127,10 @@ def _pull_failure(status, why, authfile):
 def start_container(spec, node, hostname, secrets=None):
     """Pull the job's image (with the credentials its image.secret names,
     from `secrets`, the values its registration brought) and start its
-    container here; the record names the container first, so cleanup finds
-    even a half-made one."""
+    container here; returns the pid of its PID 1 and the inodes of its
+    mount and PID namespaces."""
     uri = spec.image.get("uri", "")
     name = container_name(spec.job)
-    registry.write_file(record_path(spec.job), json.dumps({"name": name, "image": uri}), 0o600)
     with image_registry.pull_credentials(spec, node, secrets) as authfile:
         image = pull(uri, node, authfile)
     directory = registry.job_dir(spec.job)
@@ -283,64 +153,5 @@ def start_container(spec, node, hostname, secrets=None):
     if pid <= 0:
         raise RuntimeFailure("node %s: the container of job %s (image %s) did not stay up: %s" % (
             node, spec.job, uri, why or "no process"))
-    record = {"name": name, "image": uri, "pid": pid, "mnt": os.stat("/proc/%d/ns/mnt" % pid).st_ino,
-              "pidns": os.stat("/proc/%d/ns/pid" % pid).st_ino}
-    registry.write_file(record_path(spec.job), json.dumps(record), 0o600)
-    return Container(spec.job, record)
-
-
-def remove_container(job):
-    """Remove the job's container here, if it has one (cleanup)."""
-    try:
-        record = _read_record(job)
-    except RuntimeFailure:
-        record = {"name": container_name(job)}  # unreadable: the name it would hold
-    if record is None or "name" not in record:
-        return  # none, or the bare host
-    name = record["name"]
-    status, _, why = podman(["rm", "--force", "--time", "0", "--ignore", name])
-    if status != 0:
-        raise RuntimeFailure("cannot remove the container %s of job %s on %s: %s" % (
-            name, job, socket.gethostname(), why))
-
-
-def place_job(spec, node, secrets=None):
-    """At registration: the job's container here (pulled, with the
-    registry credentials of its image.secret among `secrets`, and started), or
-    None when the job runs on the bare host: asked so
-    (fuzz_multinode_execution: host), or local mode on a machine without
-    Podman, which the record says for the job log (host_reason)."""
-    if spec.execution != "container":
-        return None
-    ranks = [rank for rank in spec.ranks if rank.node == node]
-    if not ranks:
-        return None
-    missing = [path for path in (PODMAN, NSENTER) if not os.access(path, os.X_OK)]
-    if missing and spec.local:
-        reason = "this machine has no Podman (%s), so image %s is not used" % (
-            " or ".join(missing), spec.image.get("uri", ""))
-        registry.write_file(record_path(spec.job), json.dumps({"host": reason}), 0o600)
-        return None
-    if missing:
-        raise RuntimeFailure(
-            "node %s has no %s to run job %s in its image; the node role installs Podman when "
-            "fuzz_multinode_execution is container, or set fuzz_multinode_execution: host to run "
-            "on the bare host" % (node, " or ".join(missing), spec.job))
-    return start_container(spec, node, ranks[0].name, secrets)
-
-
-def ran_in(spec):
-    """Where the job's ranks run, for its summary."""
-    if job_container(spec.job) is not None:
-        return "in image %s" % spec.image.get("uri", "")
-    return "on the bare host"
-
-
-def host_reason(job):
-    """Why a job that asked for its image runs on the bare host here, or
-    None (for the job log)."""
-    try:
-        record = _read_record(job)
-    except RuntimeFailure:
-        return None
-    return record.get("host") if record else None
+    return {"pid": pid, "mnt": os.stat("/proc/%d/ns/mnt" % pid).st_ino,
+            "pidns": os.stat("/proc/%d/ns/pid" % pid).st_ino}

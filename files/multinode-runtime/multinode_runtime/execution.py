@@ -1,28 +1,56 @@
-"""Where a rank's command runs: inside the job's container on its node
-(containers.py), or on the bare host. The launcher (a wrapper call, a
-task) and the head supervisor (rank 0) start every command through here,
-after everything else about the process is set (its UTS namespace, CPUs,
-cgroups, environment)."""
+"""Where a rank's command runs: inside the run's sandbox on its node
+(sandbox.py: the job's container, or the bare host's namespaces). The
+launcher (a wrapper call, a task) and the head supervisor (rank 0) start
+every command through here, after everything else about the process is set
+(its UTS namespace, CPUs, cgroups, environment)."""
 
-from .containers import job_container
-from .inputs import entered_cwd
-from .processes import spawn_as
+import os
 
-
-def rank_container(spec, rank):
-    """The container the rank's commands run in, or None (bare host)."""
-    container = job_container(spec.job)
-    if container is not None:
-        container.check_alive(rank.node)
-    return container
+from .errors import RuntimeFailure
+from .processes import run_as, spawn_as
+from .sandbox import job_sandbox
 
 
-def spawn_rank(spec, rank, user, argv, env, container, stdin, stdout, stderr):
-    """Start argv for `rank` as the job user, in the job's cwd: entered
-    into `container` by root (nsenter drops to the job user, who enters
-    the cwd inside the image), or on the host in the cwd the job user
-    opened (inputs.entered_cwd)."""
-    if container is None:
-        with entered_cwd(spec, rank, user) as cwd:
-            return spawn_as(user, argv, env, cwd, stdin, stdout, stderr)
-    return spawn_as(None, container.enter_argv(user, spec.cwd, argv), env, "/", stdin, stdout, stderr)
+def rank_sandbox(spec, rank):
+    """The sandbox the rank's commands run in (alive)."""
+    sandbox = job_sandbox(spec.job)
+    if sandbox is None:
+        raise RuntimeFailure("job %s has no sandbox on node %s: it was not registered there, or its "
+                             "registration failed" % (spec.job, rank.node))
+    sandbox.check_alive(rank.node)
+    return sandbox
+
+
+def spawn_rank(spec, rank, user, argv, env, sandbox, stdout, stderr):
+    """Start argv for `rank` as the job user, its stdin /dev/null, entered
+    into `sandbox` by root (nsenter drops to the job user, who enters the
+    job's cwd there). A cwd the job user cannot enter fails the start,
+    saying why."""
+    report_r, report_w = os.pipe()
+    try:
+        child = spawn_as(None, sandbox.enter_argv(user, spec.cwd, argv), env, "/", report_w, stdout, stderr)
+    finally:
+        os.close(report_w)
+    with os.fdopen(report_r, "rb") as report:
+        failed = report.readline() == b"cwd\n"  # or "ok": in the cwd (nothing: nsenter failed, and says so)
+    if failed:
+        child.wait()
+        raise RuntimeFailure(_cwd_failure(spec, rank, user, sandbox))
+    return child
+
+
+def _cwd_failure(spec, rank, user, sandbox):
+    """Why the job user cannot enter the job's cwd in the sandbox (asked
+    again as the job user, there: only after a start failed)."""
+    def enter(emit):
+        try:
+            os.chdir(spec.cwd)
+        except FileNotFoundError:
+            emit({"why": "no such directory"})
+        except OSError as exc:
+            emit({"why": "%s for user %s" % (exc.strerror, user.pw_name)})
+    records, failed = run_as(user, enter, enter=sandbox.enter_here)
+    why = next((record["why"] for record in records if "why" in record), failed or "cannot be entered")
+    where = " in image %s" % sandbox.image if sandbox.image else ""
+    return "jobs.%s.cwd: %s: %s on node %s%s (rank %d, %s)" % (
+        spec.job, spec.cwd, why, rank.node, where, rank.rank, rank.name)

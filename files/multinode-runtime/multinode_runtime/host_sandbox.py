@@ -69,19 +69,15 @@ def start(job):
         finally:
             os._exit(status)
     os.close(ready_w)
-    answer = b""
     with os.fdopen(ready_r, "rb") as ready:
-        while not answer.endswith(READY) and not answer.startswith(b"error"):
-            chunk = ready.read1(4096) if hasattr(ready, "read1") else ready.read(4096)
-            if not chunk:
-                break
-            answer += chunk
+        answer = ready.read()  # until the middle process and PID 1 both closed it
     os.waitpid(middle, 0)
-    lines = answer.decode(errors="replace").split("\n")
-    if not answer.endswith(READY) or not lines[0].isdigit():
-        error = next((line for line in lines if line.startswith("error ")), "error the sandbox did not start")
-        raise OSError(error[len("error "):])
-    pid = int(lines[0])
+    lines = answer.decode(errors="replace").splitlines()
+    errors = [line[len("error "):] for line in lines if line.startswith("error ")]
+    pids = [line for line in lines if line.isdigit()]
+    if errors or not pids or READY.decode().strip() not in lines:
+        raise OSError(errors[0] if errors else "the sandbox did not start")
+    pid = int(pids[0])
     return {"pid": pid, "mnt": os.stat("/proc/%d/ns/mnt" % pid).st_ino,
             "pidns": os.stat("/proc/%d/ns/pid" % pid).st_ino}
 

@@ -22,7 +22,6 @@ cwd: never created (the vendor's image would provide it); a cwd the job
 user cannot enter fails the job before it starts, naming node and rank.
 """
 
-import contextlib
 import json
 import os
 import pwd
@@ -194,91 +193,6 @@ def job_command(spec, env, who, in_image=False):
     return argv
 
 
-def job_cwd(spec, rank):
-    """The job's cwd, which must exist: a rank never runs somewhere else."""
-    if not os.path.isdir(spec.cwd):
-        raise RuntimeFailure("jobs.%s.cwd: %s: no such directory on node %s (rank %d, %s)" % (
-            spec.job, spec.cwd, rank.node, rank.rank, rank.name))
-    return spec.cwd
-
-
-@contextlib.contextmanager
-def entered_cwd(spec, rank, user):
-    """The cwd to start a rank's command in (job_cwd), as the job user
-    reaches it: the directory is opened by a process of the job user, and
-    the command starts in exactly that directory (/proc/PID/fd/N of the fd
-    held here), never where root's own lookup of the path would lead (a
-    link the job re-points between a check and the start). Valid while
-    the `with` lasts."""
-    path = job_cwd(spec, rank)
-    if os.getuid() != 0 or user.pw_uid == 0 or fixed_for(user, path):
-        yield path
-        return
-    fd, error = open_directory_as(user, path)
-    if fd is None:
-        raise RuntimeFailure("jobs.%s.cwd: %s: %s for user %s on node %s (rank %d, %s)" % (
-            spec.job, path, error, user.pw_name, rank.node, rank.rank, rank.name))
-    try:
-        yield "/proc/%d/fd/%d" % (os.getpid(), fd)
-    finally:
-        os.close(fd)
-
-
-def fixed_for(user, path):
-    """Whether `path` leads where root's lookup leads for any process of the
-    job user, and the job user may enter it: every directory on it, itself
-    included, root's, writable by root only, no link, and searchable by
-    the job user (through its other or group bits). "/" always is (a job's
-    default cwd), and such a cwd needs no process of the job user to open
-    it (open_directory_as: a fork per call)."""
-    groups = set(os.getgrouplist(user.pw_name, user.pw_gid))
-    current = "/"
-    for part in [""] + [p for p in os.path.normpath(path).split("/") if p]:
-        current = os.path.join(current, part) if part else current
-        try:
-            info = os.lstat(current)
-        except OSError:
-            return False
-        if not stat.S_ISDIR(info.st_mode) or info.st_uid != 0 or info.st_mode & 0o022:
-            return False
-        if not (info.st_mode & 0o001 or (info.st_mode & 0o010 and info.st_gid in groups)):
-            return False
-    return True
-
-
-def open_directory_as(user, path):
-    """(an O_PATH fd of the directory `path`, None) as a process with the
-    job user's uid, gid and groups opens and enters it, or (None, why not).
-    The child only makes system calls (the caller may have threads)."""
-    mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    child = os.fork()
-    if child == 0:
-        status = 1
-        try:
-            mine.close()
-            os.setgroups(os.getgrouplist(user.pw_name, user.pw_gid))
-            os.setgid(user.pw_gid)
-            os.setuid(user.pw_uid)
-            try:
-                fd = os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
-                os.fchdir(fd)  # the job user may enter it (search permission)
-                socket.send_fds(theirs, [b"ok"], [fd])
-            except OSError as exc:
-                theirs.send((exc.strerror or str(exc)).encode())
-            status = 0
-        finally:
-            os._exit(status)
-    theirs.close()
-    try:
-        message, fds, _, _ = socket.recv_fds(mine, 4096, 1)
-    finally:
-        mine.close()
-        os.waitpid(child, 0)
-    if fds:
-        return fds[0], None
-    return None, message.decode(errors="replace") or "cannot be entered"
-
-
 # -- files and cwd, checked and placed at prepare ------------------------------
 
 def _owner(uid):
@@ -348,17 +262,17 @@ def _prepare_as_user(emit, spec):
         emit({"error": "jobs.%s.cwd: %s: cannot enter it: %s" % (spec.job, spec.cwd, exc.strerror)})
 
 
-def prepare_inputs(spec, node, user, container=None):
+def prepare_inputs(spec, node, user, sandbox=None):
     """As the job user: write the job's files (recording what was created,
     for cleanup) and check that it can enter the job's cwd, inside the
-    job's container when it has one (what is written there goes with it).
+    run's sandbox (in a container, what is written there goes with it).
     Every problem found fails the job before it starts, in one message."""
     if not spec.files and spec.cwd == "/":
         return
-    enter = container.enter_here if container is not None else None
+    enter = sandbox.enter_here if sandbox is not None else None
     records, failed = run_as(user, _prepare_as_user, spec, enter=enter)
     created = [r for r in records if "created" in r]
-    if created and container is None:
+    if created and (sandbox is None or sandbox.image is None):
         registry.write_file(registry.job_path(spec.job, registry.CREATED_FILE), json.dumps(created), 0o600)
     errors = [r["error"] for r in records if "error" in r] + ([failed] if failed else [])
     if errors:
@@ -366,8 +280,8 @@ def prepare_inputs(spec, node, user, container=None):
         for rank in spec.ranks:
             if rank.node == node:
                 where += " (rank %d, %s)" % (rank.rank, rank.name)
-        if container is not None:
-            where += " in image %s" % container.image
+        if sandbox is not None and sandbox.image:
+            where += " in image %s" % sandbox.image
         raise RuntimeFailure("job %s cannot start on %s as user %s: %s" % (
             spec.job, where, user.pw_name, "; ".join(errors)))
 

@@ -12,15 +12,13 @@ hold with the same Launch (channel.py).
 import json
 import os
 import select
-import subprocess
 
 from . import registry
 from .cgroups import join_run_group, place
 from .channel import ForkedCalls, serve_channel
 from .claims import touch_claim
-from .containers import job_container
 from .errors import RuntimeFailure
-from .execution import rank_container, spawn_rank
+from .execution import rank_sandbox, spawn_rank
 from .inputs import job_command, job_environment, job_user
 from .processes import (
     POLL_SECONDS,
@@ -119,7 +117,7 @@ def hold(spec, node, out, with_agent=False):
     user = job_user(spec)  # once for every call
     widen_pipe(out)  # forwarded output of the calls moves in large chunks
     agent = None
-    if with_agent and job_container(spec.job) is not None:
+    if with_agent:
         agent = WorkerAgent(spec, user, node)
         agent.start()
     try:
@@ -175,11 +173,10 @@ class Launch:
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         env = job_environment(self.spec, self.rank, self.user)
-        container = rank_container(self.spec, self.rank)
-        argv = self.command(env, container is not None)
+        sandbox = rank_sandbox(self.spec, self.rank)
+        argv = self.command(env, sandbox.image is not None)
         try:
-            child = spawn_rank(self.spec, self.rank, self.user, argv, env, container,
-                               subprocess.DEVNULL, out_w, err_w)
+            child = spawn_rank(self.spec, self.rank, self.user, argv, env, sandbox, out_w, err_w)
         finally:
             os.close(out_w)
             os.close(err_w)

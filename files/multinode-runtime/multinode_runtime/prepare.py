@@ -6,10 +6,10 @@ import json
 
 from . import registry
 from .claims import check_free, claims_locked, write_claim
-from .containers import place_job
 from .errors import RuntimeFailure
 from .inputs import job_user, prepare_inputs, secret_values, store_secrets
 from .resources import check_resources
+from .sandbox import place_job
 from .spec import load_spec
 from .teardown import cleanup_job
 
@@ -35,8 +35,8 @@ def prepare_job(data, spec, node, secrets=None):
     if kept:
         store_secrets(spec, kept)
     registry.write_hosts_block(spec.job, [(r.address, r.name) for r in spec.ranks])
-    container = place_job(spec, node, secrets)  # after the hosts block: the container sees it
-    prepare_inputs(spec, node, user, container)
+    sandbox = place_job(spec, node, secrets)  # after the hosts block: a container sees it
+    prepare_inputs(spec, node, user, sandbox)
     answer = {"changed": True, "job": spec.job, "node": node, "run": spec.run}
     if kept:
         answer["secrets"] = len(kept)

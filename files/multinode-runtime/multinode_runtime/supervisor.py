@@ -8,7 +8,6 @@ the job's directory.
 
 import os
 import signal
-import subprocess
 import time
 
 from . import registry
@@ -16,9 +15,8 @@ from .agent import Agent
 from .calls import rank_outcomes, read_call_records
 from .cgroups import place, run_cgroups
 from .claims import touch_claim
-from .containers import host_reason, ran_in
 from .errors import PROG, RuntimeFailure
-from .execution import rank_container, spawn_rank
+from .execution import rank_sandbox, spawn_rank
 from .inputs import forget_secrets, job_command, job_environment, job_user
 from .processes import (
     POLL_SECONDS,
@@ -32,6 +30,7 @@ from .processes import (
     recorded_namespaces,
 )
 from .resources import bind_cpus
+from .sandbox import host_reason, ran_in
 from .teardown import clean_nodes, keep_handed_logs
 from .transport import open_transports
 from .wire import LineRelay, write_all
@@ -241,8 +240,8 @@ class Supervisor:
         bind_cpus(self.spec, self.head)
         placement = place(self.spec, self.head)
         env = job_environment(self.spec, self.head, self.user)
-        container = rank_container(self.spec, self.head)
-        argv = job_command(self.spec, env, "rank 0 (%s)" % self.head.name, container is not None)
+        sandbox = rank_sandbox(self.spec, self.head)
+        argv = job_command(self.spec, env, "rank 0 (%s)" % self.head.name, sandbox.image is not None)
         # Rank 0 writes into a pipe, relayed into the job log as whole lines:
         # its own unterminated writes never meet a forwarded line there.
         if self.rank0_output is None:
@@ -251,8 +250,7 @@ class Supervisor:
         # Rank 0 starts in the run's cgroups; the supervisor stays out of
         # them, as teardown kills all they hold.
         with placement.spawning_in():
-            child = spawn_rank(self.spec, self.head, self.user, argv, env, container,
-                               subprocess.DEVNULL, out, out)
+            child = spawn_rank(self.spec, self.head, self.user, argv, env, sandbox, out, out)
         for warning in placement.warnings:
             write_all(log_fd, ("fuzz.multinode: warning: %s\n" % warning).encode())
         self.rank0_output.start()

@@ -20,10 +20,10 @@ from . import registry
 from .calls import read_call_records
 from .cgroups import run_cgroups
 from .claims import claims_locked, held_run, holds, touch_claim
-from .containers import remove_container
 from .errors import RuntimeFailure
 from .inputs import forget_secrets, job_user, rank_environment, remove_job_files
 from .processes import kill_job_processes, recorded_namespaces, release_namespace, spawn_as
+from .sandbox import remove_sandbox
 from .spec import KILL_GRACE, load_spec
 from .transport import transport_for
 from .wire import FRAME_STDOUT, FrameReader
@@ -42,7 +42,7 @@ def cleanup_job(job, grace, user):
     cgroups.remove()
     remove_job_files(job, user)
     try:
-        remove_container(job)
+        remove_sandbox(job)
     except RuntimeFailure as exc:  # the rest of the cleanup still has to happen
         sys.stderr.write("multinode-runtime: %s\n" % exc)
     registry.write_hosts_block(job, [])
