@@ -34,6 +34,9 @@ def runtime_state(tmp_path, monkeypatch):
     hosts = tmp_path / "hosts"
     hosts.write_text("127.0.0.1 localhost\n")
     monkeypatch.setattr(registry, "HOSTS_FILE", str(hosts))
+    key = tmp_path / "cluster_ed25519"  # as the node role installs it
+    key.write_text("a test cluster key\n")
+    monkeypatch.setattr(registry, "CLUSTER_KEY", str(key))
     yield tmp_path
     # The sandboxes the test's registrations made (their PID 1s live on).
     from multinode_runtime.errors import RuntimeFailure

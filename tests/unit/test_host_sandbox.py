@@ -23,9 +23,9 @@ def node(runtime_state, monkeypatch):
     for job in ("mine", "theirs"):
         os.makedirs(registry.job_dir(job))
         (runtime_state / "run" / "jobs" / job / "spec.json").write_text("{}")
+        os.makedirs(registry.control_dir(job))
+        open(os.path.join(registry.control_dir(job), "master-of-" + job), "w").close()
     os.makedirs(os.path.join(registry.LOG_DIR, "theirs"))
-    os.makedirs(registry.CONTROL_DIR)
-    open(os.path.join(registry.CONTROL_DIR, "master"), "w").close()
     return runtime_state
 
 
@@ -42,11 +42,13 @@ def inside(record, script):
 
 
 def test_a_run_sees_its_own_job_and_nothing_else_of_the_runtime(node, sandbox):
-    done = inside(sandbox, 'ls %s; echo -; ls -A %s; echo -; ls -A %s; echo -; cat %s; echo -; cat %s/spec.json' % (
+    done = inside(sandbox, 'ls %s; echo -; ls -A %s; echo -; ls -R %s; echo -; cat %s; echo -; cat %s/spec.json' % (
                       registry.JOBS_DIR, registry.LOG_DIR, registry.CONTROL_DIR, registry.CLUSTER_KEY,
                       registry.job_dir("mine")))
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split("-\n") == ["mine\n", "", "", "", "{}"]
+    own_control = os.path.basename(registry.control_dir("mine"))
+    assert done.stdout.split("-\n") == ["mine\n", "", "%s:\n%s\n\n%s/%s:\nmaster-of-mine\n" % (
+        registry.CONTROL_DIR, own_control, registry.CONTROL_DIR, own_control), "", "{}"]
     # The host keeps seeing all of it.
     assert sorted(os.listdir(registry.JOBS_DIR)) == ["mine", "theirs"]
     assert open(registry.CLUSTER_KEY).read() == "PRIVATE KEY\n"

@@ -102,7 +102,7 @@ def cmd_head(args):
 
 def cmd_launch(args):
     from .launch import serve_launch
-    return serve_launch(os.environ.get("SSH_ORIGINAL_COMMAND", ""))
+    return serve_launch(os.environ.get("SSH_ORIGINAL_COMMAND", ""), over_ssh=True)
 
 
 def cmd_wrapper(args):

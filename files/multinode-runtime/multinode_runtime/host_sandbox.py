@@ -44,7 +44,7 @@ def _mount(source, target, fstype, flags, data=None):
 def hidden_paths(job):
     """(path, how) of what a run does not see of the node: 'dir' is put
     under an empty file system, 'file' reads as empty."""
-    return [(registry.CONTROL_DIR, "dir"), (registry.LOG_DIR, "dir"), (registry.CLUSTER_KEY, "file")]
+    return [(registry.LOG_DIR, "dir"), (registry.CLUSTER_KEY, "file")]
 
 
 def start(job):
@@ -93,7 +93,9 @@ def _holder(job, ready_w):
         os.closerange(ready_w + 1, 1 << 16)
         _mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing below goes back to the host
         _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
-        _show_only_own_job(job)
+        _show_only_own(registry.JOBS_DIR, registry.job_dir(job))
+        if os.path.isdir(registry.control_dir(job)):
+            _show_only_own(registry.CONTROL_DIR, registry.control_dir(job))
         for path, how in hidden_paths(job):
             if how == "dir" and os.path.isdir(path):
                 _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0755,size=4k")
@@ -116,13 +118,14 @@ def _holder(job, ready_w):
             pass
 
 
-def _show_only_own_job(job):
-    """Of the jobs' directories, only the run's own: an empty file system
-    over them, with the job's directory bound back at its place."""
-    own = os.open(registry.job_dir(job), os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+def _show_only_own(parent, own):
+    """Of the jobs' directories in `parent` (their state, their ssh control
+    sockets), only the run's own, `own`: an empty file system over them,
+    with the job's directory bound back at its place."""
+    fd = os.open(own, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
-        _mount("tmpfs", registry.JOBS_DIR, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0755")
-        os.mkdir(registry.job_dir(job), 0o751)
-        _mount("/proc/self/fd/%d" % own, registry.job_dir(job), None, MS_BIND | MS_REC)
+        _mount("tmpfs", parent, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0755")
+        os.mkdir(own, 0o700)
+        _mount("/proc/self/fd/%d" % fd, own, None, MS_BIND | MS_REC)
     finally:
-        os.close(own)
+        os.close(fd)

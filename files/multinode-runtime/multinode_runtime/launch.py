@@ -13,7 +13,7 @@ import json
 import os
 import select
 
-from . import registry
+from . import registry, run_token
 from .cgroups import join_run_group, place
 from .channel import ForkedCalls, serve_channel
 from .claims import touch_claim
@@ -49,14 +49,17 @@ from .wire import (
 from .worker_agent import WorkerAgent
 
 
-def serve_launch(original):
+def serve_launch(original, over_ssh=False):
     """Carry out one launch request (the ssh command, or the first line on
-    the local launch socket); stdin is the lifeline, stdout the frames."""
+    the local launch socket); stdin is the lifeline, stdout the frames. One
+    over ssh must carry its run's token (run_token.py)."""
     out = 1
     try:
         request = parse_launch_request(original)
         spec = load_spec(request["job"])
         node = registry.this_node(spec.job)
+        if over_ssh:
+            run_token.check(spec, request, node)
         check_request_run(spec, request, node)
         if request.get("hold"):
             return hold(spec, node, out, bool(request.get("agent")))

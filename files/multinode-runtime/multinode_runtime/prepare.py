@@ -4,7 +4,7 @@ secrets, host names and files, and pulls its image."""
 
 import json
 
-from . import registry
+from . import registry, run_token
 from .claims import check_free, claims_locked, write_claim
 from .errors import RuntimeFailure
 from .inputs import job_user, prepare_inputs, secret_values, store_secrets
@@ -31,6 +31,7 @@ def prepare_job(data, spec, node, secrets=None):
             cleanup_job(spec.job, spec.kill_grace, holder)  # a stale run
         registry.create_job_dir(spec.job, node, json.dumps(data), user,
                                 spec.script if spec.mode == "script" else None)
+        run_token.make(spec, user.pw_gid)
         write_claim(spec.job, spec.run, spec.claim_lease)
     if kept:
         store_secrets(spec, kept)

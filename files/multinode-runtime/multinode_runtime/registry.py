@@ -9,6 +9,7 @@ under LOG_DIR/<job>. Every other module finds these paths here.
 
 import errno
 import fcntl
+import hashlib
 import itertools
 import json
 import os
@@ -20,7 +21,7 @@ from .errors import RuntimeFailure
 
 STATE_DIR = "/run/fuzz-multinode"
 JOBS_DIR = STATE_DIR + "/jobs"
-CONTROL_DIR = STATE_DIR + "/ssh"  # the job user's ssh ControlMaster sockets
+CONTROL_DIR = STATE_DIR + "/ssh"  # the jobs' ssh ControlMaster sockets, a directory each (control_dir)
 LOG_DIR = "/var/log/fuzz-multinode"
 CONF_DIR = "/etc/fuzz-multinode"
 SSH_CONFIG = CONF_DIR + "/ssh_config"
@@ -181,18 +182,28 @@ def write_hosts_block(job, entries):
         os.close(lock)
 
 
+def control_dir(job):
+    """The directory of the job's ssh ControlMaster sockets (the job
+    user's): named by a hash of the job, as a socket's path must stay
+    short (108 bytes) and ssh's %C name of one takes 40."""
+    return os.path.join(CONTROL_DIR, hashlib.sha256(job.encode()).hexdigest()[:16])
+
+
 def create_job_dir(job, node, raw_spec, user, script):
-    """The job's directory, its log directory (emptied) and the runtime's
-    ssh control directory, owned so that the job user can write what its
-    wrapper calls record and read nothing that is root's; no other user
-    reads any of it: the job's directory is 0751 (others may only pass
-    through it: to its launch socket, whose own check refuses them) with
-    the job's group, its files are root's or the group's only; LOG_DIR is
-    0711. (JOBS_DIR stays listable: the wrapper finds its job there.)"""
-    for path, mode in ((STATE_DIR, 0o755), (JOBS_DIR, 0o755), (CONTROL_DIR, 0o700), (LOG_DIR, 0o711)):
+    """The job's directory, its log directory (emptied) and its ssh control
+    directory, owned so that the job user can write what its wrapper calls
+    record and read nothing that is root's; no other user reads any of it:
+    the job's directory is 0751 (others may only pass through it: to its
+    launch socket, whose own check refuses them) with the job's group, its
+    files are root's or the group's only; LOG_DIR and CONTROL_DIR are 0711.
+    (JOBS_DIR stays listable: the wrapper finds its job there.)"""
+    for path, mode in ((STATE_DIR, 0o755), (JOBS_DIR, 0o755), (CONTROL_DIR, 0o711), (LOG_DIR, 0o711)):
         os.makedirs(path, mode, exist_ok=True)
         os.chmod(path, mode)
-    os.chown(CONTROL_DIR, user.pw_uid, user.pw_gid)
+        os.chown(path, 0, 0)
+    remove_tree(control_dir(job))  # another run's left behind
+    os.makedirs(control_dir(job), 0o700)
+    os.chown(control_dir(job), user.pw_uid, user.pw_gid)
     directory = job_dir(job)
     os.makedirs(directory, 0o751)
     os.chown(directory, 0, user.pw_gid)
@@ -217,6 +228,7 @@ def create_job_dir(job, node, raw_spec, user, script):
 
 
 def remove_job_dir(job):
+    remove_tree(control_dir(job))
     remove_tree(job_dir(job))
 
 

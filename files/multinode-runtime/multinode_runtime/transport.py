@@ -27,7 +27,7 @@ import signal
 import subprocess
 import time
 
-from . import registry
+from . import registry, run_token
 from .channel import CALL, CANCEL, TAGGED, ForkedCalls, send_tagged, untag
 from .errors import RuntimeFailure
 from .inputs import DEFAULT_PATH, rank_environment
@@ -41,12 +41,13 @@ class Lost(Exception):
     """The channel to a node is gone; the message says why."""
 
 
-def ssh_command(node, address):
+def ssh_command(job, node, address):
     # Host keys are pinned per node under its inventory name (HostKeyAlias),
-    # whatever name or address the rank is reached by. ssh is looked up on
-    # the system PATH: the job's PATH may not have it.
-    return [which("ssh", DEFAULT_PATH) or "ssh", "-F", registry.SSH_CONFIG,
-            "-o", "HostKeyAlias=" + node, "root@" + address]
+    # whatever name or address the rank is reached by; the job's connections
+    # are its own (its control directory). ssh is looked up on the system
+    # PATH: the job's PATH may not have it.
+    return [which("ssh", DEFAULT_PATH) or "ssh", "-F", registry.SSH_CONFIG, "-o", "HostKeyAlias=" + node,
+            "-o", "ControlPath=%s/%%C" % registry.control_dir(job), "root@" + address]
 
 
 class SshTransport:
@@ -61,7 +62,8 @@ class SshTransport:
         """ssh through the job's ControlMaster, or with `fresh` over a
         connection of its own (teardown: the master may be gone)."""
         fresh_options = ["-o", "ControlMaster=no", "-o", "ControlPath=none"] if fresh else []
-        return ssh_command(self.node, self.address) + fresh_options + ["-T", encode_request(request)]
+        return ssh_command(self.spec.job, self.node, self.address) + fresh_options + [
+            "-T", encode_request(run_token.with_token(self.spec.job, request))]
 
     def open(self, user, agent=False):
         """Start the job's ControlMaster to the node with its first session,
@@ -72,8 +74,8 @@ class SshTransport:
         request = {"job": self.spec.job, "run": self.spec.run, "hold": True}
         if agent:
             request["agent"] = True
-        hold = encode_request(request)
-        argv = ssh_command(self.node, self.address) + ["-M", "-o", "ControlPersist=yes", "-T", hold]
+        hold = encode_request(run_token.with_token(self.spec.job, request))
+        argv = ssh_command(self.spec.job, self.node, self.address) + ["-M", "-o", "ControlPersist=yes", "-T", hold]
         self.proc = spawn_as(user, argv, rank_environment(self.spec, self.spec.head, user),
                              "/", subprocess.PIPE, subprocess.PIPE, subprocess.PIPE)
         widen_pipe(self.proc.stdout.fileno())  # forwarded output moves in large chunks

@@ -261,7 +261,8 @@ def parse_launch_request(original):
     {job, cleanup: true} to stop every process of the job on the target
     node, or {job, hold: true}, the head supervisor's lifeline to a node for
     the job's life (claims.py). The runtime's requests also name their
-    `run`; the launcher refuses one of another run than the job's here."""
+    `run`; the launcher refuses one of another run than the job's here;
+    over ssh they carry the run's `token` too (run_token.py)."""
     words = original.split()
     if len(words) != 2 or words[0] != "launch":
         raise RuntimeFailure("this key only launches fuzz.multinode job commands")
