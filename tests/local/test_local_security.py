@@ -198,6 +198,14 @@ def held(workdir):
         seen["intruder_answers"] = {name: (job.dir / name).read_text(errors="replace")
                                     for name in ("through-own", "into-held") if (job.dir / name).exists()}
         seen["intruded"] = (job.dir / "intruded").exists()
+        # Another run (the attacker's job) tries to see, signal and read the
+        # held job's processes, given their pids, and the node's state.
+        held_pids = sorted({int(entry.split()[1]) for entry in lj.job_processes([JOB])[JOB]})
+        assert held_pids
+        (job.dir / "pids").write_text(" ".join(map(str, held_pids)) + "\n")
+        peeper = lj.combine(root / "peeper.yml", [(lj.LOCAL_FUZZFILES / "peeper.yml", None)],
+                            replace={"/fmn-local/held": str(job.dir)})
+        seen["peeper"] = lj.run_job(peeper, root / "peeper-logs")
         seen["rc"] = job.release()
         seen["output"] = job.output()
         seen["log"] = (job.logs / (JOB + ".log")).read_text() if (job.logs / (JOB + ".log")).exists() else ""
@@ -259,6 +267,21 @@ def test_another_job_cannot_run_a_command_in_this_job(held):
     assert "serves that run only, not job held" in answers.get("through-own", ""), answers
     assert "serves the processes of that job only" in answers.get("into-held", ""), answers
     assert held["intruded"] is False
+
+
+def test_another_run_cannot_see_signal_or_read_this_jobs_processes_nor_other_runs_state(held):
+    """The attacker's job, another run on the same machine, knows the held
+    job's pids: in its sandbox (its own PID namespace and /proc) it can
+    neither signal them nor read their environment, finds no process with
+    the held job's environment, sees only its own job directory, no logs,
+    and only its own few processes."""
+    peeper = held["peeper"]
+    assert peeper.rc == 0, peeper
+    *lines, processes = peeper.lines("peeper")
+    assert lines == ["peeper: jobs peeper ", "peeper: logs "], peeper
+    # Its sandbox's PID 1, its script's shell and the command substitution's
+    # ls, wc and shell: not the held job's ranks nor the machine's others.
+    assert processes.startswith("peeper: processes ") and int(processes.split()[-1]) <= 5, peeper
 
 
 def test_job_processes_run_as_the_job_user_except_the_runtime(held):

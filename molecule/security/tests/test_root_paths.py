@@ -112,8 +112,12 @@ def forced_env(tmp_path_factory):
             if proc.poll() is not None or time.monotonic() > deadline:
                 pytest.fail("the job did not start:\n%s" % out_path.read_text()[-6000:])
             time.sleep(0.5)
+        # The run's own token (root may read it): the request is the run's.
+        token = on(HEAD, "cat /run/fuzz-multinode/jobs/rp-forced-env/token").stdout.strip()
+        assert token
         request = "launch " + base64.b64encode(json.dumps(
-            {"job": "rp-forced-env", "rank": 1, "command": "sleep 20", "forward": False}).encode()).decode()
+            {"job": "rp-forced-env", "rank": 1, "command": "sleep 20", "forward": False,
+             "token": token}).encode()).decode()
         # As a client can: its own environment, sent (stdin held open: the
         # call's lifeline).
         attack = docker("exec", "-d", HEAD, "sh", "-c",
