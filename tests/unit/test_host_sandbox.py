@@ -49,6 +49,8 @@ def test_a_run_sees_its_own_job_and_nothing_else_of_the_runtime(node, sandbox):
     own_control = os.path.basename(registry.control_dir("mine"))
     assert done.stdout.split("-\n") == ["mine\n", "", "%s:\n%s\n\n%s/%s:\nmaster-of-mine\n" % (
         registry.CONTROL_DIR, own_control, registry.CONTROL_DIR, own_control), "", "{}"]
+    tamper = inside(sandbox, "(: >>%s) 2>/dev/null || echo denied even to root" % registry.CLUSTER_KEY)
+    assert tamper.stdout == "denied even to root\n", tamper
     # The host keeps seeing all of it.
     assert sorted(os.listdir(registry.JOBS_DIR)) == ["mine", "theirs"]
     assert open(registry.CLUSTER_KEY).read() == "PRIVATE KEY\n"

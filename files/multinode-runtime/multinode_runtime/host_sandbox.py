@@ -8,9 +8,9 @@ reaps the orphans of the job's processes and lives until the run's cleanup
 kills it, and with it every process left in the namespace. In its mount
 namespace /proc is the namespace's own (a run sees only its own processes,
 so it can neither signal, trace nor read the environment of another run's),
-and of the runtime's state only the run's own job directory is there: the
-other runs' directories, the logs and the ssh control sockets are under
-empty file systems, and the cluster key reads as empty.
+and of the runtime's state only the run's own job directory and ssh
+control directory are there: the rest of the state and the logs are under
+empty file systems, and the cluster key reads as an empty read-only file.
 """
 
 import ctypes
@@ -23,7 +23,7 @@ CLONE_NEWNS = 0x00020000
 CLONE_NEWIPC = 0x08000000
 CLONE_NEWPID = 0x20000000
 MS_NOSUID, MS_NODEV, MS_NOEXEC = 0x2, 0x4, 0x8
-MS_BIND, MS_REC, MS_PRIVATE = 0x1000, 0x4000, 0x40000
+MS_RDONLY, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 0x1, 0x20, 0x1000, 0x4000, 0x40000
 READY = b"ready\n"
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -41,9 +41,10 @@ def _mount(source, target, fstype, flags, data=None):
                        os.fsencode(data) if data else None), "mount %s" % target)
 
 
-def hidden_paths(job):
-    """(path, how) of what a run does not see of the node: 'dir' is put
-    under an empty file system, 'file' reads as empty."""
+def hidden_paths():
+    """(path, how) of what a run does not see of the node besides the other
+    runs' state: 'dir' is put under an empty file system, 'file' reads as
+    an empty, read-only file."""
     return [(registry.LOG_DIR, "dir"), (registry.CLUSTER_KEY, "file")]
 
 
@@ -93,14 +94,13 @@ def _holder(job, ready_w):
         os.closerange(ready_w + 1, 1 << 16)
         _mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing below goes back to the host
         _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
-        _show_only_own(registry.JOBS_DIR, registry.job_dir(job))
-        if os.path.isdir(registry.control_dir(job)):
-            _show_only_own(registry.CONTROL_DIR, registry.control_dir(job))
-        for path, how in hidden_paths(job):
+        empty = _show_only_own_state(job)
+        for path, how in hidden_paths():
             if how == "dir" and os.path.isdir(path):
                 _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0755,size=4k")
             elif how == "file" and os.path.isfile(path):
-                _mount(os.devnull, path, None, MS_BIND)
+                _mount(empty, path, None, MS_BIND)
+                _mount(None, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY)
         os.write(ready_w, READY)
         os.close(ready_w)
     except OSError as exc:
@@ -118,14 +118,22 @@ def _holder(job, ready_w):
             pass
 
 
-def _show_only_own(parent, own):
-    """Of the jobs' directories in `parent` (their state, their ssh control
-    sockets), only the run's own, `own`: an empty file system over them,
-    with the job's directory bound back at its place."""
-    fd = os.open(own, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+def _show_only_own_state(job):
+    """Of the runtime's state (STATE_DIR), only the run's own job directory
+    and ssh control directory, at their places: an empty file system over
+    it, with those two bound back. Returns the path of an empty root-only
+    file there, which hides a file (hidden_paths)."""
+    own = [path for path in (registry.job_dir(job), registry.control_dir(job)) if os.path.isdir(path)]
+    fds = [os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC) for path in own]
     try:
-        _mount("tmpfs", parent, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0755")
-        os.mkdir(own, 0o700)
-        _mount("/proc/self/fd/%d" % fd, own, None, MS_BIND | MS_REC)
+        _mount("tmpfs", registry.STATE_DIR, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0755,size=64k")
+        for path, fd in zip(own, fds):
+            os.makedirs(os.path.dirname(path), 0o755, exist_ok=True)
+            os.mkdir(path, 0o700)
+            _mount("/proc/self/fd/%d" % fd, path, None, MS_BIND | MS_REC)
     finally:
-        os.close(fd)
+        for fd in fds:
+            os.close(fd)
+    empty = os.path.join(registry.STATE_DIR, "empty")
+    os.close(os.open(empty, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444))
+    return empty
