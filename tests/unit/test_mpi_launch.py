@@ -29,10 +29,9 @@ STAND_IN = '#!/bin/sh\necho "argv0=$0"\nfor word in "$@"; do echo "arg=$word"; d
 
 
 @pytest.fixture
-def head(tmp_path, monkeypatch):
+def head(tmp_path, runtime_state):
     """Runs rank 0 of a job the way `multinode-runtime head` does, in a
     job directory under tmp_path; returns (argv rank 0 ran, bin dir)."""
-    monkeypatch.setattr(registry, "JOBS_DIR", str(tmp_path / "jobs"))
     bindir = tmp_path / "mpi" / "bin"
     bindir.mkdir(parents=True)
     for name in ("mpirun", "mpiexec"):
@@ -102,7 +101,7 @@ def test_script_with_interpreter_line_runs_by_its_path(head, tmp_path, implement
     run, bindir = head
     argv = run(implementation=implementation, script="#!/bin/sh\nmpi_hello_world\n",
                args=["$MULTINODE_TOTAL_SLOTS", "x"])
-    script = str(tmp_path / "jobs" / "hello" / "script")
+    script = str(tmp_path / "run" / "jobs" / "hello" / "script")
     assert argv == [str(bindir / program)] + options + [script, "2", "x"]
 
 
@@ -110,7 +109,7 @@ def test_script_without_interpreter_line_runs_with_sh(head, tmp_path):
     """A script without `#!` is a /bin/sh script (the Fuzzfile reference)."""
     run, bindir = head
     argv = run(implementation="openmpi", script="mpi_hello_world\n", args=["x"])
-    script = str(tmp_path / "jobs" / "hello" / "script")
+    script = str(tmp_path / "run" / "jobs" / "hello" / "script")
     assert argv == [str(bindir / "mpirun")] + openmpi("hello-0:1,hello-1:1", 2) + [
         "/bin/sh", script, "x"]
 
