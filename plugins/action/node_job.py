@@ -12,7 +12,9 @@ SIGTERM meanwhile (registering pulls the job's image, which may take
 minutes) does not end this process before the node has answered: the node
 finishes the registration whatever happens here, its container running,
 and no play comes to undo it; this process then unregisters the job there
-(`cleanup` of this run) and ends as Ansible would have ended it.
+(`cleanup` of this run) and ends as Ansible would have ended it. So it does
+when the ansible-playbook process was killed meanwhile (this worker, in a
+session of its own, outlives it).
 
 state=absent stops the job's processes there and unregisters it; the
 answer carries the logs of the job's ranks on the node (up to the runtime's
@@ -47,6 +49,7 @@ class ActionModule(ActionBase):
         _, params = self.validate_argument_spec(argument_spec=NODE_JOB_ARGUMENT_SPEC)
         node = params["node"] or task_vars.get("inventory_hostname", "")
         if params["state"] == "present":
+            playbook_pid = os.getppid()
             signals = Signals().install()
             try:
                 self._request(result, params, node)
@@ -55,6 +58,10 @@ class ActionModule(ActionBase):
             if signals.received is not None:
                 self._unregister(params, node)
                 signals.end_as_ansible_would()
+            elif os.getppid() != playbook_pid:
+                self._unregister(params, node)
+                result.update(failed=True, msg="job %s unregistered on %s: the playbook process ended"
+                              % (params["job"], node))
         else:
             self._request(result, params, node)
         return result

@@ -99,6 +99,22 @@ def test_ctrl_c_while_the_node_registers_the_job_unregisters_it_there_then_ends_
     assert worker_signals[:1] == [signal.SIGINT]
 
 
+def test_the_playbook_killed_while_the_node_registers_the_job_unregisters_it_there(monkeypatch):
+    """kill -9 of ansible-playbook while the node registers the job: this
+    worker outlives it (a session of its own, a new parent); once the node
+    has answered, the job of this run is unregistered there."""
+    from ansible_collections.fuzz.multinode.plugins.action import node_job
+
+    parents = [4242, 1]  # at the start, then (once the node answered) adopted by init
+    monkeypatch.setattr(node_job.os, "getppid", lambda: parents.pop(0) if len(parents) > 1 else parents[0])
+    host = Host(answer(job="hello", node="node-1", run="r1"), answer(changed=False, job="hello", killed=0))
+    result = action(NodeJob, dict(job="hello", run="r1", spec=SPEC), host).run(
+        task_vars={"inventory_hostname": "node-1"})
+    (prepare, _), (cleanup, _) = host.commands
+    assert prepare.endswith(" prepare --node node-1") and cleanup.endswith(" cleanup hello --run r1")
+    assert result["failed"] and result["msg"] == "job hello unregistered on node-1: the playbook process ended"
+
+
 def test_node_job_writes_the_logs_the_cleanup_answer_carries_and_fetches_the_rest(tmp_path):
     logs = [{"rank": 1, "name": "rank-1.log", "size": 3, "path": "/var/log/x/rank-1.log",
              "data": base64.b64encode(b"hi\n").decode()},
