@@ -47,6 +47,7 @@ FUZZFILE_ARGUMENT_SPEC: Dict[str, Any] = dict(
     path=dict(type="path", required=True),
     job=dict(type="str"),
     secret_names=dict(SECRET_NAMES_OPTION),
+    registry_secret_names=dict(SECRET_NAMES_OPTION),
 )
 
 RANK_PLAN_ARGUMENT_SPEC: Dict[str, Any] = dict(
@@ -66,6 +67,7 @@ RANK_PLAN_ARGUMENT_SPEC: Dict[str, Any] = dict(
     claim_lease=dict(type="int", default=CLAIM_LEASE),
     files=dict(type="dict"),
     secret_names=dict(SECRET_NAMES_OPTION),
+    registry_secret_names=dict(SECRET_NAMES_OPTION),
     local=dict(type="bool", default=False),
     execution=dict(type="str", default="container", choices=["container", "host"]),
     run=dict(type="str", default=""),
@@ -79,6 +81,7 @@ def load_fuzzfile(params: Mapping[str, Any]) -> Tuple[Dict[str, Any], List[str]]
     text = read_fuzzfile_text(path)
     name: Optional[str] = params.get("job")
     secret_names = params.get("secret_names")
+    registry_secret_names = params.get("registry_secret_names")
     try:
         workflow = parse_workflow(text)
         run = select_run(workflow, name)
@@ -86,12 +89,12 @@ def load_fuzzfile(params: Mapping[str, Any]) -> Tuple[Dict[str, Any], List[str]]
             # Refused here, before any host is touched, rather than by
             # rank_plan after the nodes were prepared; rank_plan takes the
             # job's admission from its form and does not check it again.
-            admit(job, secret_names)
+            admit(job, secret_names, registry_secret_names)
     except FuzzfileError as exc:
         raise FuzzfileError("%s: %s" % (path, exc)) from None
 
     def admitted(job: Job) -> Dict[str, Any]:
-        return dict(job.to_dict(), **{ADMISSION_KEY: admission(job, secret_names)})
+        return dict(job.to_dict(), **{ADMISSION_KEY: admission(job, secret_names, registry_secret_names)})
 
     notes = workflow.warnings + workflow.unsupported
     for job in run:
@@ -119,6 +122,7 @@ def plan_ranks(params: Mapping[str, Any]) -> Tuple[Dict[str, Any], List[str]]:
         claim_lease=params.get("claim_lease", CLAIM_LEASE),
         files=params["files"],
         secret_names=params["secret_names"],
+        registry_secret_names=params.get("registry_secret_names"),
         local=params["local"],
         execution=params.get("execution") or "container",
         run=params.get("run") or "",

@@ -18,9 +18,10 @@ Entry points:
 - ``Workflow.order`` / ``Workflow.waves``: the dependency DAG in execution
   order (see ``dependency_order``);
 - ``select_run(workflow, name)``, ``select_job(workflow, name)`` -> jobs;
-- ``admit(job, secret_names)``: the run policy's gate, once per job and run
-  (``require_runnable``: every implementation but ``gasnet`` runs;
-  ``check_rank_names``; ``check_secrets``); ``admission`` records it in the
+- ``admit(job, secret_names, registry_secret_names)``: the run policy's
+  gate, once per job and run (``require_runnable``: every implementation but
+  ``gasnet`` runs; ``check_rank_names``; ``check_secrets``;
+  ``check_registry_secret``); ``admission`` records it in the
   job's JSON form, and ``admit_once`` does not check an admitted job again;
 - ``Job.to_dict()`` and ``Workflow.to_dict()``: the JSON forms passed between
   tasks; ``load_job`` and ``load_workflow`` read them back, checked;
@@ -56,10 +57,14 @@ from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.policy im
     admit,
     admit_once,
     check_rank_names,
+    check_registry_secret,
     check_secrets,
+    image_secret_name,
     missing_secrets,
     not_executed_yet,
     rank_name,
+    registry_credentials,
+    registry_secret_names,
     require_runnable,
     reserved_env,
     secret_references,
@@ -93,8 +98,10 @@ __all__ = [
     "admit",
     "admit_once",
     "check_rank_names",
+    "check_registry_secret",
     "check_secrets",
     "dependency_order",
+    "image_secret_name",
     "load_job",
     "load_workflow",
     "missing_secrets",
@@ -104,6 +111,8 @@ __all__ = [
     "parse_workflow",
     "rank_name",
     "read_fuzzfile_text",
+    "registry_credentials",
+    "registry_secret_names",
     "require_runnable",
     "reserved_env",
     "secret_references",

@@ -40,15 +40,19 @@ expanded; in script mode the script text is left alone (its shell expands) and
 Secrets (``secret://NAME`` env values, NAME being ``scope/name``): the spec
 keeps the references, in every rank's ``env`` and in ``secret_env`` (``{key:
 NAME}``); an argument that expands a secret key is refused (a command line
-is readable by every user of a node), so ``secret_args`` is empty. Values
-never pass through
+is readable by every user of a node), so ``secret_args`` is empty. The
+``image.secret`` reference (registry credentials for the image's pull) is
+``image.secret``: its NAME, or None (none, or the job runs on the bare
+host and pulls nothing). Values never pass through
 the controller's modules: the node runtime resolves the references from the
 values the play delivers to it separately. ``check_secrets`` (the run
 policy, module_utils/fuzzfile.py) refuses a reference to a name that
-``fuzz_multinode_secrets`` does not define.
+``fuzz_multinode_secrets`` does not define, ``check_registry_secret`` an
+``image.secret`` whose value is not registry credentials.
 
 Files: ``files`` lists ``{path, name, contents}``, the job's ``files`` with
-their contents from the workflow's top-level ``files`` (``plan_files``).
+their contents from the workflow's top-level ``files``, or given in place
+(``plan_files``).
 
 Launcher (``launcher(...)``, the spec's ``launcher``): as Fuzzball does, an
 ``openmpi``/``ompi`` or ``mpich`` job's command (or script) is run under the
@@ -76,13 +80,14 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 import re
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Union
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from ansible_collections.fuzz.multinode.plugins.module_utils.fuzzfile import (
     ADMISSION_KEY,
     FuzzfileError,
     Job,
     admit_once,
+    image_secret_name,
     load_job,
     rank_name,
     reserved_env,
@@ -139,30 +144,36 @@ def _expansion_env(env: Mapping[str, str], run: str) -> Mapping[str, str]:
 
 def plan_files(job: Job, files: Optional[Mapping[str, Any]]) -> List[Dict[str, str]]:
     """The job's ``files`` as the runtime writes them on every node:
-    ``[{"path", "name", "contents"}]`` in the job's order, with ``contents``
-    from the workflow's top-level ``files`` (name -> contents). A path must
-    be a normalized absolute file path (no ``.``, ``..`` or empty component,
-    no trailing ``/``): the runtime creates missing parent directories one by
-    one and removes them again at cleanup."""
+    ``[{"path", "name", "contents"}]``, first the ``file://`` references in
+    the job's order, with ``contents`` from the workflow's top-level
+    ``files`` (name -> contents), then the files whose contents the job gives
+    in place (``inline_files``; ``name`` empty). A path must be a normalized
+    absolute file path (no ``.``, ``..`` or empty component, no trailing
+    ``/``): the runtime creates missing parent directories one by one and
+    removes them again at cleanup."""
     planned: List[Dict[str, str]] = []
-    for path, name in job.files.items():
+    sources: List[Tuple[str, str, Optional[str]]] = [
+        (path, name, None) for path, name in job.files.items()]
+    sources += [(path, "", contents) for path, contents in job.inline_files.items()]
+    for path, name, contents in sources:
         where = "jobs.%s.files.%s" % (job.name, path)
         if any(part in ("", ".", "..") for part in path[1:].split("/")):
             raise FuzzfileError(
                 "%s: must be a normalized absolute file path (no '.', '..' or empty "
                 "components, no trailing '/')" % where
             )
-        if files is None or name not in files:
-            raise FuzzfileError(
-                "%s: no entry %r in the workflow's top-level files (%s)"
-                % (where, name, ", ".join(sorted(map(str, files or {}))) or "none given")
-            )
-        contents = files[name]
-        if not isinstance(contents, str):
-            raise FuzzfileError(
-                "files.%s: must be the file's contents as a string, got %s"
-                % (name, type(contents).__name__)
-            )
+        if contents is None:
+            if files is None or name not in files:
+                raise FuzzfileError(
+                    "%s: no entry %r in the workflow's top-level files (%s)"
+                    % (where, name, ", ".join(sorted(map(str, files or {}))) or "none given")
+                )
+            contents = files[name]
+            if not isinstance(contents, str):
+                raise FuzzfileError(
+                    "files.%s: must be the file's contents as a string, got %s"
+                    % (name, type(contents).__name__)
+                )
         planned.append({"path": path, "name": name, "contents": contents})
     return planned
 
@@ -256,6 +267,7 @@ def plan_job(
     claim_lease: int = CLAIM_LEASE,
     files: Optional[Mapping[str, Any]] = None,
     secret_names: Optional[Iterable[Any]] = None,
+    registry_secret_names: Optional[Iterable[Any]] = None,
     local: bool = False,
     execution: str = "container",
     run: str = "",
@@ -268,13 +280,16 @@ def plan_job(
     workflow's top-level ``files`` (name -> contents), needed when the job has
     ``files``. ``secret_names``, when given, are the names defined in
     ``fuzz_multinode_secrets``: a ``secret://`` reference to any other name is
-    refused (``check_secrets``). Secret values never pass through here. Raises
+    refused (``check_secrets``); ``registry_secret_names``, those of them
+    whose values are registry credentials: an ``image.secret`` naming any
+    other is refused (``check_registry_secret``). Secret values never pass
+    through here. Raises
     FuzzfileError on bad input, including a job the run policy refuses
     (``admit``: a ``gasnet`` job, rank host names too long) unless it was
     admitted already (``admit_once``).
     """
     return _render(
-        admit_once(_load(job), _admission(job), secret_names),
+        admit_once(_load(job), _admission(job), secret_names, registry_secret_names),
         nodes,
         user=user,
         wrapper_path=wrapper_path,
@@ -423,7 +438,13 @@ def _render(
         # Where the ranks run: "container", each in the job's image on its
         # node (Podman); "host", on the bare host.
         "execution": execution,
-        "image": {"uri": job.image_uri, "secret": job.image_secret},
+        # image.secret's NAME: the nodes pull the image with its registry
+        # credentials, delivered as the secret:// env values are; none when
+        # they pull nothing (the bare host).
+        "image": {
+            "uri": job.image_uri,
+            "secret": image_secret_name(job) if execution == "container" else None,
+        },
         "ranks": ranks,
     }
     if run:
@@ -466,7 +487,8 @@ def plan_task_array(
     if job.task_array is None:
         raise FuzzfileError("job: %s has no task-array" % job.name)
     options = dict(options)
-    admit_once(job, record, options.pop("secret_names", None))
+    admit_once(job, record, options.pop("secret_names", None),
+               options.pop("registry_secret_names", None))
     local = bool(options.get("local"))
     if local:
         # As many task slots on the one node as it would have hosts.

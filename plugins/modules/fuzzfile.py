@@ -38,7 +38,9 @@ description:
     as are RV(workflow.warnings).
   - >-
     Every job to run must be runnable under its rank host names: the module fails when
-    C(<job>-<rank>) would be longer than 63 characters (one DNS label).
+    C(<job>-<rank>) would be longer than 63 characters (one DNS label). A workflow of
+    services only is valid, but there is nothing to run (services are not run yet): the
+    module fails saying so.
   - The result's RV(job) is the input of M(fuzz.multinode.rank_plan).
 author:
   - fuzz.multinode developers (!UNKNOWN)
@@ -191,7 +193,8 @@ run:
     - >-
       Each also has C(admitted), the record that this task admitted it (its rank host names
       fit, its implementation can run here and, with O(secret_names), every secret it
-      references is defined): M(fuzz.multinode.rank_plan) does not check such a job again
+      references is defined; with O(registry_secret_names), its C(image.secret) holds
+      registry credentials): M(fuzz.multinode.rank_plan) does not check such a job again
       unless it was changed since.
   returned: success
   type: list
@@ -219,7 +222,11 @@ job:
       returned: success
       sample: docker://mirror.gcr.io/library/alpine:3.16
     command:
-      description: The job's C(command) (argv, not expanded yet), or V(null) for a script job.
+      description:
+        - The job's C(command) (argv, not expanded yet), or V(null) for a script job.
+        - >-
+          A bare number in the Fuzzfile's list (C([blastp, -num_threads, 8])) is an argument,
+          its text as written; a boolean or null is refused.
       type: list
       elements: str
       returned: success
@@ -230,7 +237,7 @@ job:
       returned: success
       sample: null
     args:
-      description: The job's C(args).
+      description: The job's C(args) (bare numbers as in RV(job.command)).
       type: list
       elements: str
       returned: success
@@ -335,7 +342,8 @@ job:
       sample: 1
     files:
       description:
-        - C(files), container path to the name of a top-level C(files) entry.
+        - C(files) given as C(file://) references, container path to the name of a top-level
+          C(files) entry.
         - >-
           run-job.yml writes each one at its path on every node of the job, as the job user,
           before the job starts, and removes it at cleanup (see
@@ -343,13 +351,27 @@ job:
       type: dict
       returned: success
       sample: {/etc/solver.conf: solver.conf}
+    inline_files:
+      description:
+        - C(files) whose contents are given in place of a C(file://) reference, container path
+          to contents; written as RV(job.files) are.
+      type: dict
+      returned: success
+      sample: {/etc/app.conf: "threads = 4\n"}
     mounts:
-      description: The mounts (defaults merged), container path to volume name.
+      description:
+        - >-
+          The mounts (defaults merged), mount location (an absolute container path) to volume
+          name, whichever form the Fuzzfile used (v1 C(VOLUME: {location: /path}), v4
+          C(/path: {volume: VOLUME}), or the short C(/path: VOLUME)).
       type: dict
       returned: success
       sample: {/scratch: scratch}
     image_secret:
-      description: C(image.secret), or V(null) (not supported yet).
+      description: >-
+        C(image.secret), a C(secret://NAME) reference to the registry credentials the
+        image is pulled with (run-job.yml takes them from C(fuzz_multinode_secrets)), or
+        V(null).
       type: str
       returned: success
     cpu_threads:
@@ -398,6 +420,15 @@ job:
       description: A service's C(persist), else V(null).
       type: bool
       returned: success
+    readiness_probe:
+      description:
+        - >-
+          A service's C(readiness-probe) as in the Fuzzfile, normalized (its one handler and
+          the timings given; C(http-get.scheme) upper-case, V(HTTP) when not given), else
+          V(null) (not supported yet).
+      type: dict
+      returned: success
+      sample: {http-get: {port: 8080, path: /healthz, scheme: HTTP}, period-seconds: 5}
     unsupported:
       description: Job features that were accepted but are ignored.
       type: list

@@ -49,6 +49,12 @@ description:
     ever appears in this module's result. With O(secret_names), a reference to a name not
     among them is refused, naming the job, the C(env) key and the reference.
   - >-
+    The job's C(image.secret), C(secret://NAME), is RV(spec.image.secret), its NAME (V(null)
+    when the job names none, or runs on the bare host): the nodes pull the image with those
+    registry credentials, delivered as the C(env) values are. With O(registry_secret_names),
+    an C(image.secret) naming a secret not among them (its value is not registry
+    credentials) is refused.
+  - >-
     The job's C(files) are returned in RV(spec.files) with their contents from O(files),
     for the node runtime to write, as the job user, on every node before the job starts.
   - >-
@@ -76,7 +82,7 @@ options:
       - >-
         An entry of RV(fuzz.multinode.fuzzfile#module:run) is not checked against the run
         policy again (gasnet, rank host names, secrets), unless it was changed since or
-        O(secret_names) lacks a name it was checked with.
+        O(secret_names) or O(registry_secret_names) lacks a name it was checked with.
     type: dict
     required: true
   nodes:
@@ -126,7 +132,8 @@ options:
     description:
       - The workflow's top-level C(files), name to contents, as returned in
         RV(fuzz.multinode.fuzzfile#module:workflow.files).
-      - Required when the job has C(files); entries the job does not reference are ignored.
+      - Required when the job has C(files) references; entries the job does not reference are
+        ignored. Contents given in place (the job's C(inline_files)) come with the job.
     type: dict
   run:
     description:
@@ -266,7 +273,8 @@ spec:
     files:
       description:
         - >-
-          The job's C(files), each C({path, name, contents}), in the job's order: written at
+          The job's C(files), each C({path, name, contents}) (C(name) empty for contents given
+          in place), references first, in the job's order: written at
           C(path) on every node of the job as the job user (mode 0644, missing parent
           directories created as the job user) before the job starts, and removed again at
           cleanup with the directories created for them. An existing regular file of the job
@@ -318,6 +326,22 @@ spec:
       type: bool
       returned: success
       sample: false
+    image:
+      description: The job's image.
+      type: dict
+      returned: success
+      contains:
+        uri:
+          description: C(image.uri).
+          type: str
+          sample: docker://mirror.gcr.io/library/alpine:3.16
+        secret:
+          description: >-
+            The NAME of C(image.secret) (C(secret://NAME)): the key in
+            C(fuzz_multinode_secrets) of the registry credentials the nodes pull the image
+            with; V(null) when the job names none or runs on the bare host.
+          type: str
+          sample: user/registry
     ranks:
       description: One entry per rank, in rank order.
       type: list

@@ -15,12 +15,11 @@ import subprocess
 import sys
 import time
 import uuid
-import warnings
-from contextlib import contextmanager
 
 import pytest
 
 import local_jobs as lj
+from local_registry import htpasswd, registry
 
 sys.path.insert(0, str(lj.REPO / "molecule" / "shared"))
 from multinode_runtime import oras  # noqa: E402
@@ -38,37 +37,6 @@ def tools():
                                                  for d in os.environ.get("PATH", "").split(":") + ["/usr/bin"])]
     if missing:
         pytest.fail("needs %s (scripts/setup installs them)" % " ".join(missing), pytrace=False)
-
-
-@contextmanager
-def registry(directory, htpasswd=None):
-    """A Distribution registry on a free port of 127.0.0.1, storing in
-    directory; yields its HOST:PORT."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    config = directory / "config.yml"
-    lines = ["version: 0.1", "storage:", "  filesystem:", "    rootdirectory: %s" % (directory / "data"),
-             "http:", "  addr: 127.0.0.1:%d" % port]
-    if htpasswd:
-        lines += ["auth:", "  htpasswd:", "    realm: fmn", "    path: %s" % htpasswd]
-    config.write_text("\n".join(lines) + "\n")
-    with open(directory / "registry.log", "wb") as log:
-        server = subprocess.Popen(["docker-registry", "serve", str(config)], stdout=log, stderr=log)
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if server.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail("the registry did not start: %s" % (directory / "registry.log").read_text())
-                time.sleep(0.05)
-        yield "127.0.0.1:%d" % port
-    finally:
-        server.terminate()
-        server.wait(timeout=20)
 
 
 @pytest.fixture(scope="module")
@@ -172,15 +140,9 @@ def test_an_unreachable_registry(tmp_path, monkeypatch):
 
 
 def test_credentials(tmp_path, monkeypatch, images):
-    with warnings.catch_warnings():  # deprecated (3.11), gone in 3.13: then Debian's apache2-utils htpasswd
-        warnings.simplefilter("ignore", DeprecationWarning)
-        import crypt  # bcrypt, as the registry's htpasswd wants (glibc's crypt)
-
-    htpasswd = tmp_path / "htpasswd"
-    htpasswd.write_text("fuzz:%s\n" % crypt.crypt("s3cret", crypt.mksalt(crypt.METHOD_BLOWFISH)))
     directory = tmp_path / "private"
     directory.mkdir()
-    with registry(directory, htpasswd) as host:
+    with registry(directory, htpasswd(tmp_path / "htpasswd", "fuzz", "s3cret")) as host:
         conf = tmp_path / "registries.conf"
         conf.write_text('[[registry]]\nlocation = "%s"\ninsecure = true\n' % host)
         monkeypatch.setenv("CONTAINERS_REGISTRIES_CONF", str(conf))

@@ -261,7 +261,9 @@ def test_null_optional_keys_count_as_absent():
         "    mounts:\n"
     )
     # `true` unquoted is a boolean: that is the only error here
-    assert error(text) == "jobs.solve.command[0]: must be a string, got true (quote it in YAML)"
+    assert error(text) == (
+        "jobs.solve.command[0]: must be a string or a number, got true (quote it in YAML)"
+    )
     j = select_job(parse_workflow(text.replace("[true]", "['true']")))
     assert (j.env, j.args, j.nodes, j.implementation, j.unsupported) == ([], [], 1, None, [])
 
@@ -309,7 +311,6 @@ def test_unsupported_job_features_are_recorded():
     )
     j = wf.jobs["solve"]
     assert j.unsupported == [
-        "jobs.solve.image.secret: registry secrets are not supported yet; ignored",
         "jobs.solve.mounts: volume mounts are not supported yet; ignored",
         "jobs.solve.resource.cpu.threads: hardware threads selection is not supported yet; "
         "ignored",
@@ -416,8 +417,9 @@ NAME_RULE = (
         (workflow(version=4), "version: must be one of v1, v4, got 4"),
         (workflow(jobs=DELETE), "jobs: required: a mapping of job names to jobs"),
         (
+            # services only: validated like any (select_run refuses to run them)
             workflow(jobs=DELETE, services={"web": {}}),
-            "jobs: required: a mapping of job names to jobs (services are not supported yet)",
+            "services.web.image: required (a mapping with 'uri')",
         ),
         (workflow(jobs=[job()]), "jobs: must be a mapping of job names to jobs, got a list"),
         (workflow(jobs={}), "jobs: must contain at least one job"),
@@ -469,21 +471,47 @@ def test_workflow_errors(data, message):
             {"image": {"uri": "x", "secret": []}},
             "jobs.solve.image.secret: must be a string, got a list",
         ),
+        (
+            {"image": {"uri": "x", "secret": "user/registry"}},
+            "jobs.solve.image.secret: must be a secret:// reference (secret://SCOPE/NAME, e.g. "
+            "secret://user/registry), got 'user/registry'",
+        ),
+        (
+            {"image": {"uri": "x", "secret": "secret://"}},
+            "jobs.solve.image.secret: must be a secret:// reference (secret://SCOPE/NAME, e.g. "
+            "secret://user/registry), got 'secret://'",
+        ),
+        (
+            {"image": {"uri": "x", "secret": "secret://user/my registry"}},
+            "jobs.solve.image.secret: must be a secret:// reference (secret://SCOPE/NAME, e.g. "
+            "secret://user/registry), got 'secret://user/my registry'",
+        ),
+        ({"image": {"uri": "x", "secret": ""}}, "jobs.solve.image.secret: must not be empty"),
         ({"command": "echo hi"}, "jobs.solve.command: must be a list of strings, got 'echo hi'"),
         ({"command": []}, "jobs.solve.command: must not be empty"),
         (
-            {"command": ["echo", 4]},
-            "jobs.solve.command[1]: must be a string, got 4 (quote it in YAML)",
+            {"command": ["echo", False]},
+            "jobs.solve.command[1]: must be a string or a number, got false (quote it in YAML)",
         ),
-        ({"command": ["echo", None]}, "jobs.solve.command[1]: must be a string, got null"),
+        (
+            {"command": ["echo", None]},
+            "jobs.solve.command[1]: must be a string or a number, got null",
+        ),
+        (
+            {"command": ["echo", ["-n"]]},
+            "jobs.solve.command[1]: must be a string or a number, got a list",
+        ),
         ({"command": ["a\x00b"]}, "jobs.solve.command[0]: must not contain a NUL character"),
         ({"script": "x"}, "jobs.solve: has both command and script; exactly one is allowed"),
         ({"command": DELETE}, "jobs.solve: needs a command or a script (exactly one)"),
         ({"command": DELETE, "script": ["x"]}, "jobs.solve.script: must be a string, got a list"),
         ({"command": DELETE, "script": ""}, "jobs.solve.script: must not be empty"),
         ({"args": "x"}, "jobs.solve.args: must be a list of strings, got 'x'"),
-        ({"args": [True]}, "jobs.solve.args[0]: must be a string, got true (quote it in YAML)"),
-        ({"args": [1.5]}, "jobs.solve.args[0]: must be a string, got 1.5 (quote it in YAML)"),
+        (
+            {"args": [True]},
+            "jobs.solve.args[0]: must be a string or a number, got true (quote it in YAML)",
+        ),
+        ({"args": [{"n": 1}]}, "jobs.solve.args[0]: must be a string or a number, got a mapping"),
         ({"env": {"A": "1"}}, "jobs.solve.env: must be a list of KEY=VALUE strings, got a mapping"),
         ({"env": "A=1"}, "jobs.solve.env: must be a list of KEY=VALUE strings, got 'A=1'"),
         ({"env": ["A"]}, "jobs.solve.env[0]: must be KEY=VALUE, got 'A'"),

@@ -233,9 +233,7 @@ def test_v4_everything():
     assert (prepare.cores, prepare.memory_bytes, prepare.timeout_seconds) == (2, 10**9, 600.0)
     assert prepare.depends_on == [Dependency("db", "FINISHED")]
     assert prepare.image_secret == "secret://user/registry"
-    assert prepare.unsupported == [
-        "jobs.prepare.image.secret: registry secrets are not supported yet; ignored"
-    ]
+    assert prepare.unsupported == []
 
     solve = wf.jobs["solve"]
     assert solve.command == ["/bin/sh", "-c", "mpi_hello_world"]
@@ -817,8 +815,9 @@ def job_error(**changes):
         ({"files": {"etc/app.conf": "file://conf"}},
          "jobs.a.files: keys must be absolute container paths, got 'etc/app.conf'"),
         ({"files": {"/etc/app.conf": "conf"}},
-         "jobs.a.files./etc/app.conf: must be a file://<name> reference to an entry of the "
-         "top-level files, got 'conf'"),
+         "jobs.a.files./etc/app.conf: 'conf' names an entry of the top-level files; write "
+         "file://conf to use it (any other string is the file's contents)"),
+        ({"files": {"/etc/app.conf": ""}}, "jobs.a.files./etc/app.conf: must not be empty"),
         ({"files": {"/etc/app.conf": "file://nope"}},
          "jobs.a.files./etc/app.conf: 'file://nope' names no entry of the top-level files "
          "(conf)"),
@@ -833,8 +832,15 @@ def job_error(**changes):
          "got 'data' (that is the v1 form; a v4 Fuzzfile mounts /path: {volume: VOLUME})"),
         ({"mounts": {"/data": {"volume": "nope"}}},
          "jobs.a.mounts./data.volume: no volume named 'nope' under volumes (data)"),
-        ({"mounts": {"/data": "data"}},
-         "jobs.a.mounts./data: must be a mapping with 'volume', got 'data'"),
+        ({"mounts": {"/data": 1}},
+         "jobs.a.mounts./data: must be a volume name or a mapping with 'volume', got 1"),
+        # mounts (the short form)
+        ({"mounts": {"/data": "nope"}},
+         "jobs.a.mounts./data: no volume named 'nope' under volumes (data)"),
+        ({"mounts": {"/data": ""}}, "jobs.a.mounts./data: must not be empty"),
+        ({"mounts": {"data": "/data"}},
+         "jobs.a.mounts: keys of the short form /path: VOLUME must be absolute mount paths, got "
+         "'data' (the short form is /path: VOLUME: the location first)"),
         ({"mounts": {"/data": {"volume": "data", "readonly": True}}},
          "jobs.a.mounts./data.readonly: unknown key; expected one of volume"),
         ({"mounts": {"/data": {"volume": ""}}}, "jobs.a.mounts./data.volume: must not be empty"),
@@ -1005,10 +1011,13 @@ def test_v4_only_keys_in_v1(top, message):
     "service, message",
     [
         ({"command": DELETE, "image": DELETE}, "services.s.image: required (a mapping with 'uri')"),
-        ({"policy": {}},
-         "services.s.policy: unknown key; expected one of args, command, cwd, depends-on, env, "
-         "files, image, mounts, multinode, name, network, persist, readiness-probe, requires, "
-         "resource, script, task-array"),
+        ({"policy": {"timeout": "1h"}}, "services.s.policy.timeout: must be a mapping, got '1h'"),
+        ({"policy": {"priority": 1}},
+         "services.s.policy.priority: unknown key; expected one of restart, retry, timeout"),
+        ({"comand": ["x"]},
+         "services.s.comand: unknown key; expected one of args, command, cwd, depends-on, env, "
+         "files, image, mounts, multinode, name, network, persist, policy, readiness-probe, "
+         "requires, resource, script, task-array (did you mean 'command'?)"),
         ({"persist": "yes"}, "services.s.persist: must be a boolean, got 'yes'"),
         ({"script": "x"}, "services.s: has both command and script; exactly one is allowed"),
         ({"readiness-probe": {}},
@@ -1025,7 +1034,8 @@ def test_v4_only_keys_in_v1(top, message):
          "services.s.readiness-probe.grpc.port: must be a port number from 1 to 65535, got "
          "'grpc'"),
         ({"readiness-probe": {"http-get": {"port": 80, "scheme": "ftp"}}},
-         "services.s.readiness-probe.http-get.scheme: must be one of HTTP, HTTPS, got 'ftp'"),
+         "services.s.readiness-probe.http-get.scheme: must be HTTP or HTTPS (any case), got "
+         "'ftp'"),
         ({"readiness-probe": {"http-get": {"port": 80, "http-headers": [{"name": "X"}]}}},
          "services.s.readiness-probe.http-get.http-headers[0].value: required"),
         ({"readiness-probe": {"tcp-socket": {"port": 1}, "period-seconds": 0}},

@@ -75,6 +75,8 @@ def test_to_dict():
         "expose_tcp": [],
         "expose_udp": [],
         "persist": None,
+        "inline_files": {},
+        "readiness_probe": None,
         "total_slots": 6,
         "tasks": 1,
         "max_hosts": 2,
@@ -122,9 +124,10 @@ def dict_with(**changes):
             dict_with(comand=["x"]),
             "job.comand: unknown key; expected one of affinity, args, command, cores, "
             "cpu_sockets, cpu_threads, cwd, depends_on, devices, env, exclusive, expose_tcp, "
-            "expose_udp, files, image_secret, image_uri, implementation, kind, max_hosts, "
-            "memory_by_core, memory_bytes, mounts, name, network_isolated, nodes, persist, procs_per_node, "
-            "resource_annotations, restart, retry_attempts, script, secret_env, slots_per_node, "
+            "expose_udp, files, image_secret, image_uri, implementation, inline_files, kind, "
+            "max_hosts, memory_by_core, memory_bytes, mounts, name, network_isolated, nodes, "
+            "persist, procs_per_node, readiness_probe, resource_annotations, restart, "
+            "retry_attempts, script, secret_env, slots_per_node, "
             "task_array, tasks, timeout_seconds, total_slots, unsupported (did you mean "
             "'command'?)",
         ),
@@ -242,6 +245,9 @@ def solve_dict(**changes):
         (solve_dict(expose_tcp=[0]), "job.expose_tcp[0]: must be a port number from 1 to 65535, "
                                      "got 0"),
         (solve_dict(retry_attempts=-1), "job.retry_attempts: must be an integer >= 0, got -1"),
+        (solve_dict(image_secret="user/registry"),
+         "job.image_secret: must be a secret:// reference (secret://SCOPE/NAME, e.g. "
+         "secret://user/registry), got 'user/registry'"),
         (solve_dict(command=None, script=None), "job: needs exactly one of command and script"),
     ],
 )
@@ -294,8 +300,8 @@ def test_workflow_from_dict_errors():
     data = workflow_dict()
     data["service_defs"]["grpc"]["kind"] = "job"
     assert message(data) == "workflow.service_defs.grpc.kind: must be 'service', got 'job'"
-    assert message(workflow_dict(job_defs={})) == (
-        "workflow.job_defs: must contain at least one job"
+    assert message(workflow_dict(job_defs={}, service_defs={})) == (
+        "workflow.job_defs: must contain at least one job (or service_defs a service)"
     )
     assert message(workflow_dict(version="v2")) == (
         "workflow.version: must be one of v1, v4, got 'v2'"

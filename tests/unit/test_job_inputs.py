@@ -20,12 +20,19 @@ from multinode_runtime import cli, inputs, registry
 from multinode_runtime.errors import RuntimeFailure
 from multinode_runtime.spec import JobSpec
 
+from ansible_collections.fuzz.multinode.plugins.filter.job_secrets import job_secrets
 from ansible_collections.fuzz.multinode.plugins.module_utils.fuzzfile import (
     FuzzfileError,
     Job,
+    admission,
+    admit,
+    admit_once,
     check_secrets,
+    image_secret_name,
     missing_secrets,
     parse_workflow,
+    registry_credentials,
+    registry_secret_names,
     secret_references,
     select_job,
 )
@@ -112,6 +119,92 @@ def test_plan_refuses_a_missing_secret_only_when_names_are_given():
     with pytest.raises(FuzzfileError, match=r"^jobs\.solve\.env\.TOKEN: secret://user/token is not"):
         plan(job, secret_names=["user/other"])
     assert plan(job)["secret_env"] == {"TOKEN": "user/token"}  # checked by whoever delivers
+
+
+# ---------------------------------------------------------------------------
+# image.secret: registry credentials (controller)
+
+REGISTRY_REFUSED = (
+    "jobs.solve.image.secret: the value of secret://user/registry in fuzz_multinode_secrets "
+    "is not registry credentials: it must be a mapping of username and password (a password "
+    "or token), both non-empty strings, the user name without ':'")
+
+
+def test_an_image_secret_not_defined_is_missing_like_an_env_one():
+    job = make_job(env=[("TOKEN", "secret://user/token")], image_secret="secret://user/registry")
+    assert image_secret_name(job) == "user/registry"
+    assert missing_secrets(job, []) == [
+        "jobs.solve.env.TOKEN: secret://user/token is not defined in fuzz_multinode_secrets",
+        "jobs.solve.image.secret: secret://user/registry is not defined in fuzz_multinode_secrets",
+    ]
+    assert missing_secrets(job, ["user/token", "user/registry"]) == []
+    assert image_secret_name(make_job()) is None
+
+
+@pytest.mark.parametrize("value, is_credentials", [
+    ({"username": "fuzz", "password": "s3cret:with:colons"}, True),
+    ({"username": "oauth2accesstoken", "password": "ya29.token"}, True),
+    ("fuzz:s3cret", False),                           # a plain string: no user name
+    ({"username": "fuzz"}, False),                    # no password
+    ({"user": "fuzz", "password": "p"}, False),       # not the key
+    ({"username": "fuzz", "password": "p", "email": "e"}, False),  # an unknown key
+    ({"username": "", "password": "p"}, False),
+    ({"username": "fuzz", "password": ""}, False),
+    ({"username": "fu:zz", "password": "p"}, False),  # USER:PASSWORD could not be split
+    ({"username": "fuzz", "password": 1234}, False),  # quote it in YAML
+    (None, False),
+])
+def test_registry_credentials_are_a_mapping_of_username_and_password(value, is_credentials):
+    assert registry_credentials(value) is is_credentials
+    assert registry_secret_names({"user/registry": value, "user/token": "t"}) == (
+        ["user/registry"] if is_credentials else [])
+
+
+def test_an_image_secret_that_is_not_registry_credentials_is_refused_naming_it():
+    job = make_job(image_secret="secret://user/registry")
+    with pytest.raises(FuzzfileError) as info:
+        admit(job, ["user/registry"], [])
+    assert str(info.value) == REGISTRY_REFUSED
+    admit(job, ["user/registry"], ["user/registry"])
+    admit(make_job(), [], [])  # no image.secret: nothing to check
+    # Not defined at all: said so first, as for an env reference.
+    with pytest.raises(FuzzfileError, match=r"^jobs\.solve\.image\.secret: secret://user/registry is "
+                                            r"not defined in fuzz_multinode_secrets \("):
+        admit(job, [], [])
+
+
+def test_an_admitted_job_is_checked_again_only_against_names_it_was_not():
+    job = make_job(image_secret="secret://user/registry")
+    record = admission(job, ["user/registry"], ["user/registry"])
+    assert record["registry_secret_names"] == ["user/registry"]
+    assert admit_once(job, record, ["user/registry"], ["user/registry"]) is job
+    with pytest.raises(FuzzfileError) as info:  # the value changed since: no credentials now
+        admit_once(job, record, ["user/registry"], [])
+    assert str(info.value) == REGISTRY_REFUSED
+    unchecked = admission(job, ["user/registry"])
+    with pytest.raises(FuzzfileError):
+        admit_once(job, unchecked, ["user/registry"], [])
+
+
+def test_the_spec_names_the_image_secret_only_where_the_image_is_pulled():
+    job = make_job(image_secret="secret://user/registry")
+    spec = plan(job, secret_names=["user/registry"], registry_secret_names=["user/registry"])
+    assert spec["image"] == {"uri": "docker://alpine", "secret": "user/registry"}
+    assert spec["secret_env"] == {}
+    assert typed(spec).image["secret"] == "user/registry"
+    assert plan(job, execution="host")["image"] == {"uri": "docker://alpine", "secret": None}
+    with pytest.raises(FuzzfileError) as info:
+        plan(job, secret_names=["user/registry"], registry_secret_names=[])
+    assert str(info.value) == REGISTRY_REFUSED
+
+
+def test_the_nodes_get_the_values_of_the_env_and_image_secrets_and_no_other():
+    secrets = {"user/token": "t", "user/registry": {"username": "u", "password": "p"}, "user/other": "o"}
+    job = make_job(env=[("TOKEN", "secret://user/token")], image_secret="secret://user/registry")
+    spec = plan(job)
+    assert job_secrets(secrets, spec) == {"user/token": "t", "user/registry": {"username": "u", "password": "p"}}
+    assert job_secrets(secrets, plan(job, execution="host")) == {"user/token": "t"}
+    assert job_secrets(secrets, plan(make_job())) == {}
 
 
 @pytest.mark.parametrize("command, args, field", [

@@ -73,3 +73,19 @@ def test_a_secret_in_a_command_line_is_refused_before_any_host(tmp_path):
     assert ("jobs.solve.command[2]: expands a secret:// env value, and every user of a node can read a "
             "process's command line (ps); read the secret from the job's environment instead" in out), out
     assert "t0ken" not in out
+
+
+def test_an_image_secret_without_registry_credentials_is_refused_before_any_host(tmp_path):
+    """Not defined, a plain string, a mapping without a password: each refused
+    naming the job, the field and the reference, and no value is shown."""
+    image = {"uri": "docker://registry.example.org/site/private:1", "secret": "secret://user/registry"}
+    rc, out = run(tmp_path, job(image=image), hosts=2)
+    assert rc != 0
+    assert ("jobs.solve.image.secret: secret://user/registry is not defined in fuzz_multinode_secrets" in out), out
+    for value in ('"fuzz:pa55word"', '{"username": "fuzz", "pasword": "pa55word"}'):
+        rc, out = run(tmp_path, job(image=image), hosts=2,
+                      extra=["-e", '{"fuzz_multinode_secrets": {"user/registry": %s}}' % value])
+        assert rc != 0
+        assert ("jobs.solve.image.secret: the value of secret://user/registry in fuzz_multinode_secrets is "
+                "not registry credentials: it must be a mapping of username and password" in out), out
+        assert "pa55word" not in out

@@ -1,10 +1,12 @@
 """Command dispatch: the runtime's subcommands.
 
   prepare --node NODE [--secrets]
-                        (root) register a job on this node; the job spec
-                        (JSON, see docs/design.md) is read from stdin. With
-                        --secrets stdin is {"spec": SPEC, "secrets": {...}}
-                        and the job's secret values are kept as `secrets` does
+                        (root) register a job on this node and pull its
+                        image; the job spec (JSON, see docs/design.md) is
+                        read from stdin. With --secrets stdin is {"spec":
+                        SPEC, "secrets": {...}}: the job's env secret values
+                        are kept as `secrets` does, before the pull, and its
+                        image.secret's registry credentials go to the pull
   start JOB [--run RUN] [--controller-timeout S] [--wait S] [--log-offset N]
                         (root, head node) start the head supervisor
                         detached (it runs `head`), then answer as status
@@ -24,8 +26,10 @@
                         (job user) MULTINODE_SSH_WRAPPER: run CMD on the
                         node of rank HOST, ssh's argv contract
   secrets JOB [--run RUN]
-                        (root) take the values of the job's secret://
-                        references (JSON {"scope/name": value} on stdin)
+                        (root) take the values of the job's secret:// env
+                        references (JSON {"scope/name": value} on stdin);
+                        the image was pulled already (prepare --secrets
+                        gives its image.secret)
   task JOB INDEX        (job user, head node) run task INDEX of a task-array
                         job on its node, the way a wrapper call runs
   connect JOB REQUEST   (job user, local mode) carry a launch request to
@@ -75,11 +79,7 @@ def cmd_prepare(args):
             raise RuntimeFailure('prepare: stdin must be {"spec": SPEC, "secrets": {...}}')
         data, secrets = data.get("spec"), data.get("secrets")
     spec = parse_spec(data)
-    answer = prepare_job(data, spec, args[1])
-    if secrets is not None and spec.secret_names():
-        from .inputs import store_secrets
-        answer["secrets"] = store_secrets(spec, secrets)
-    print(json.dumps(answer))
+    print(json.dumps(prepare_job(data, spec, args[1], secrets)))
 
 
 def cmd_head(args):

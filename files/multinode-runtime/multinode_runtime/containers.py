@@ -25,7 +25,7 @@ import os
 import socket
 import subprocess
 
-from . import registry
+from . import image_registry, registry
 from .errors import RuntimeFailure
 
 PODMAN = "/usr/bin/podman"
@@ -144,34 +144,82 @@ def local_image(uri):
     raise RuntimeFailure("image %s: only docker:// and oras:// images exist in Fuzzball" % uri)
 
 
-def pull(uri, node):
-    """Make the image of `uri` present here; a cached one is not pulled
-    again (an oras:// SIF is imported as a Podman image: oras.py). Fails
-    naming the node, the image and the reason."""
+def pull(uri, node, authfile=None):
+    """Make the image of `uri` present here (an oras:// SIF is imported as
+    a Podman image: oras.py), with the registry credentials in `authfile`
+    (image_registry.pull_credentials) when the job gives some. Fails
+    naming the node, the image and the reason.
+
+    A cached image is used as it is (no registry request) unless the job
+    gives credentials, or the image came with another job's: then the
+    registry is asked every time (the manifest; layers already here are not
+    fetched again), so that no run gets a private image that another run
+    pulled with credentials unless its own pass."""
     if uri.startswith("oras://"):
-        from .oras import podman_image
+        from .oras import image_name, parse_reference, podman_image
         os.makedirs(SIF_WORK_DIR, 0o700, exist_ok=True)
+        digest = parse_reference(uri).digest
+        ask = authfile is not None or (digest is not None and _credentialed(image_name(digest)))
         try:
-            return podman_image(uri, SIF_WORK_DIR)
+            name = podman_image(uri, SIF_WORK_DIR, authfile, ask_registry=ask)
         except RuntimeFailure as exc:  # "image URI: why"
             raise RuntimeFailure("node %s cannot pull %s" % (node, exc)) from None
-    name = local_image(uri)
-    if podman(["image", "exists", name])[0] == 0:
+        if authfile is not None:
+            _remember_credentialed(node, uri, name)
         return name
-    status, _, why = podman(["pull", "--quiet", "docker://" + name], within=PULL_WITHIN)
+    name = local_image(uri)
+    if authfile is None:
+        cached = _image_id(name)
+        if cached is not None and not image_registry.pulled_with_credentials(cached):
+            return name
+    auth = ["--authfile", authfile] if authfile else []
+    status, _, why = podman(["pull", "--quiet"] + auth + ["docker://" + name], within=PULL_WITHIN)
     if status != 0:
-        raise RuntimeFailure("node %s cannot pull image %s: %s" % (
-            node, uri, why or "podman pull exited with status %d" % status))
+        raise RuntimeFailure("node %s cannot pull image %s: %s" % (node, uri, _pull_failure(status, why, authfile)))
+    if authfile is not None:
+        _remember_credentialed(node, uri, name)
     return name
 
 
-def start_container(spec, node, hostname):
-    """Pull the job's image and start its container here; the record
-    names the container first, so cleanup finds even a half-made one."""
+def _remember_credentialed(node, uri, name):
+    image_id = _image_id(name)
+    if image_id is None:
+        raise RuntimeFailure("node %s pulled image %s, but Podman has no image %s" % (node, uri, name))
+    image_registry.remember_credentialed(image_id)
+
+
+def _credentialed(name):
+    """Whether the local image `name` came with a job's credentials."""
+    image_id = _image_id(name)
+    return image_id is not None and image_registry.pulled_with_credentials(image_id)
+
+
+def _image_id(name):
+    """The ID of the local image `name`, or None: there is none."""
+    status, out, _ = podman(["image", "inspect", "--format", "{{.Id}}", name])
+    image_id = out.decode(errors="replace").strip()
+    return image_id if status == 0 and image_id else None
+
+
+def _pull_failure(status, why, authfile):
+    """Why `podman pull` failed: the reason it gives (image_registry.pull_reason)
+    with its message, or what went wrong around it."""
+    if status == 124 or not why:  # podman() timed it out, or it said nothing
+        return why or "podman pull exited with status %d" % status
+    detail = why[len("Error: "):] if why.startswith("Error: ") else why
+    return "%s (podman: %s)" % (image_registry.pull_reason(detail, authfile is not None), detail)
+
+
+def start_container(spec, node, hostname, secrets=None):
+    """Pull the job's image (with the credentials its image.secret names,
+    from `secrets`, the values its registration brought) and start its
+    container here; the record names the container first, so cleanup finds
+    even a half-made one."""
     uri = spec.image.get("uri", "")
     name = container_name(spec.job)
     registry.write_file(record_path(spec.job), json.dumps({"name": name, "image": uri}), 0o600)
-    image = pull(uri, node)
+    with image_registry.pull_credentials(spec, node, secrets) as authfile:
+        image = pull(uri, node, authfile)
     directory = registry.job_dir(spec.job)
     args = ["run", "--detach", "--interactive", "--replace", "--name", name,
             "--network", "host", "--hostname", hostname,
@@ -212,8 +260,9 @@ def remove_container(job):
             name, job, socket.gethostname(), why))
 
 
-def place_job(spec, node):
-    """At registration: the job's container here (pulled and started), or
+def place_job(spec, node, secrets=None):
+    """At registration: the job's container here (pulled, with the
+    registry credentials of its image.secret among `secrets`, and started), or
     None when the job runs on the bare host: asked so
     (fuzz_multinode_execution: host), or local mode on a machine without
     Podman, which the record says for the job log (host_reason)."""
@@ -233,7 +282,7 @@ def place_job(spec, node):
             "node %s has no %s to run job %s in its image; the node role installs Podman when "
             "fuzz_multinode_execution is container, or set fuzz_multinode_execution: host to run "
             "on the bare host" % (node, " or ".join(missing), spec.job))
-    return start_container(spec, node, ranks[0].name)
+    return start_container(spec, node, ranks[0].name, secrets)
 
 
 def ran_in(spec):

@@ -3,10 +3,12 @@ starts with, secrets, files and cwd.
 
 Secrets: the spec keeps `secret://NAME` references (secret_env: {key: NAME};
 arguments that expand them, secret_args, are refused); the values arrive separately
-(`secrets JOB`, from a no_log task) and are kept in the job's directory on
-/run, readable by root only. Only the processes that start a rank's command
-(head supervisor, launcher: root) read them, and only into that command's
-environment.
+(with the registration, `prepare --secrets`, or `secrets JOB`, from a no_log task)
+and are kept in the job's directory on /run, readable by root only. Only the
+processes that start a rank's command (head supervisor, launcher: root) read
+them, and only into that command's environment. The image.secret's registry
+credentials are not kept: prepare uses them for the image's pull only
+(image_registry.py).
 
 Files: written by prepare as the job user (never root: the paths are on a
 real host), parents created as the job user where missing. A new file is
@@ -30,6 +32,7 @@ import sys
 
 from . import registry
 from .errors import RuntimeFailure
+from .image_registry import forget_credentials
 from .processes import run_as, which
 
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -102,9 +105,10 @@ def job_secrets(spec):
     return values
 
 
-def store_secrets(spec, given):
-    """Keep the values of the job's secret references (root only); returns
-    how many. Values the job does not reference are dropped."""
+def secret_values(spec, given):
+    """The values of the job's env secret references among `given` ({name:
+    value}); values the job's env does not reference are dropped (the
+    image.secret's are used for the pull only: image_registry.py)."""
     if not isinstance(given, dict):
         raise RuntimeFailure("secrets: stdin must be a JSON mapping of secret names to values")
     wanted = spec.secret_names()
@@ -112,15 +116,24 @@ def store_secrets(spec, given):
     if missing:
         raise RuntimeFailure("secrets: no value given for %s" % ", ".join(
             "secret://" + name for name in missing))
-    registry.write_file(registry.job_path(spec.job, registry.SECRETS_FILE),
-                        json.dumps({name: given[name] for name in wanted}), 0o600)
-    return len(wanted)
+    return {name: given[name] for name in wanted}
+
+
+def store_secrets(spec, given):
+    """Keep the values of the job's env secret references (root only);
+    returns how many (secret_values)."""
+    values = secret_values(spec, given)
+    registry.write_file(registry.job_path(spec.job, registry.SECRETS_FILE), json.dumps(values), 0o600)
+    return len(values)
 
 
 def forget_secrets(job):
     """Remove the job's secret values from this node. They are needed only
     to start the job's commands, so they go when the job is torn down, also
-    when no play comes to clean up after it (an interrupted playbook)."""
+    when no play comes to clean up after it (an interrupted playbook); its
+    registry credentials, used for the pull only, are gone long before
+    (they are removed here too, should a pull have been cut short)."""
+    forget_credentials(job)
     try:
         os.unlink(registry.job_path(job, registry.SECRETS_FILE))
     except FileNotFoundError:

@@ -18,6 +18,7 @@ from typing import NamedTuple, Optional
 
 from . import registry, sif
 from .errors import RuntimeFailure
+from .image_registry import pull_reason
 
 SKOPEO = "/usr/bin/skopeo"
 UNSQUASHFS = "/usr/bin/unsquashfs"
@@ -96,47 +97,38 @@ def sif_layer(uri: str, manifest: bytes) -> "tuple[str, int]":
     return sifs[0]["digest"], sifs[0]["size"]
 
 
-def pull_failure(uri: str, message: str) -> RuntimeFailure:
-    """The failure of a skopeo pull of image uri, which printed message."""
+def pull_failure(uri: str, message: str, with_credentials: bool = False) -> RuntimeFailure:
+    """The failure of a skopeo pull of image uri, which printed message
+    (with_credentials: the pull gave the job's credentials)."""
     text = message.strip().splitlines()[-1] if message.strip() else "no message"
     m = re.search(r'msg="(.*)"\s*$', text)
     detail = m.group(1).replace('\\"', '"') if m else text
-    low = detail.lower()
-    if "unauthorized" in low or "authentication required" in low or "denied" in low:
-        reason = "the registry refused the credentials"
-    elif "manifest unknown" in low or "name unknown" in low or "not found" in low:
-        reason = "no such image in the registry"
-    elif "digest" in low and ("match" in low or "mismatch" in low):
-        reason = "the registry's content does not match its digest"
-    elif "dial tcp" in low or "no such host" in low or "connection refused" in low or "timeout" in low:
-        reason = "the registry is unreachable"
-    else:
-        reason = "the pull failed"
-    return RuntimeFailure("image %s: %s (skopeo: %s)" % (uri, reason, detail))
+    return RuntimeFailure("image %s: %s (skopeo: %s)" % (uri, pull_reason(detail, with_credentials), detail))
 
 
-def podman_image(uri: str, workdir: str, authfile: Optional[str] = None) -> str:
+def podman_image(uri: str, workdir: str, authfile: Optional[str] = None, ask_registry: bool = False) -> str:
     """The name of the local Podman image holding the root file system of
     the SIF at oras:// uri, pulled and imported unless already there.
 
-    A digest reference already imported needs no registry; a tag is looked
-    up in the registry each time (one manifest request), as Apptainer does.
-    workdir is where the SIF and its unpacked root are kept while
-    converting (several times the image's size). authfile is a
+    A digest reference already imported needs no registry unless
+    ask_registry says to ask it all the same (one manifest request: the
+    credentials are checked); a tag is looked up in the registry each time,
+    as Apptainer does. workdir is where the SIF and its unpacked root are
+    kept while converting (several times the image's size). authfile is a
     containers-auth.json(5) file of credentials for the registry."""
     ref = parse_reference(uri)
     for tool, package in TOOLS:
         if not os.access(tool, os.X_OK):
             raise RuntimeFailure("image %s: this node has no %s (Debian package %s) to run oras:// images"
                                  % (uri, tool, package))
-    if ref.digest and _image_exists(uri, _image_name(ref.digest)):
-        return _image_name(ref.digest)
+    if ref.digest and not ask_registry and _image_exists(uri, image_name(ref.digest)):
+        return image_name(ref.digest)
     auth = ["--authfile", authfile] if authfile else []
-    manifest = _skopeo(uri, ["inspect", "--raw"] + auth + [ref.docker()], QUERY_WITHIN)
+    manifest = _skopeo(uri, ["inspect", "--raw"] + auth + [ref.docker()], QUERY_WITHIN, authfile)
     digest = "sha256:" + hashlib.sha256(manifest).hexdigest()
     if ref.digest and digest != ref.digest:
         raise RuntimeFailure("image %s: digest mismatch: the manifest the registry sent has digest %s" % (uri, digest))
-    name = _image_name(digest)
+    name = image_name(digest)
     layer_digest, layer_size = sif_layer(uri, manifest)
     os.makedirs(registry.STATE_DIR, 0o755, exist_ok=True)
     with open(os.path.join(registry.STATE_DIR, IMAGES_LOCK), "a") as lock:
@@ -157,7 +149,7 @@ def _pull_and_import(uri: str, pinned: Reference, layer_digest: str, layer_size:
     with tempfile.TemporaryDirectory(prefix="sif-", dir=workdir) as tmp:
         pulled = os.path.join(tmp, "pulled")
         auth = ["--src-authfile", authfile] if authfile else []
-        _skopeo(uri, ["copy", "--quiet"] + auth + [pinned.docker(), "dir:" + pulled], _left(uri, deadline))
+        _skopeo(uri, ["copy", "--quiet"] + auth + [pinned.docker(), "dir:" + pulled], _left(uri, deadline), authfile)
         image = os.path.join(pulled, layer_digest[len("sha256:"):])
         _check_blob(uri, image, layer_digest, layer_size)
         squashfs = os.path.join(tmp, "rootfs.squashfs")
@@ -185,7 +177,8 @@ def _run(uri, what, argv, within, **kwargs):
         raise RuntimeFailure("image %s: %s did not finish within %d s" % (uri, what, within)) from None
 
 
-def _image_name(digest: str) -> str:
+def image_name(digest: str) -> str:
+    """The Podman image a SIF of this manifest digest is imported as."""
     return "%s:%s" % (IMAGE_NAME, digest[len("sha256:"):])
 
 
@@ -194,7 +187,7 @@ def _image_exists(uri: str, name: str) -> bool:
                 stderr=subprocess.DEVNULL).returncode == 0
 
 
-def _skopeo(uri: str, args: "list[str]", within: float) -> bytes:
+def _skopeo(uri: str, args: "list[str]", within: float, authfile: Optional[str]) -> bytes:
     # Podman reads registries.conf from $CONTAINERS_REGISTRIES_CONF when set;
     # skopeo 1.9 ignores that variable and takes the path as an option.
     conf = os.environ.get("CONTAINERS_REGISTRIES_CONF")
@@ -202,7 +195,7 @@ def _skopeo(uri: str, args: "list[str]", within: float) -> bytes:
     done = _run(uri, "skopeo " + args[0], argv, within, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE)
     if done.returncode != 0:
-        raise pull_failure(uri, done.stderr.decode("utf-8", "replace"))
+        raise pull_failure(uri, done.stderr.decode("utf-8", "replace"), authfile is not None)
     return done.stdout
 
 

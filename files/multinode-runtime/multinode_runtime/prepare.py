@@ -1,6 +1,6 @@
 """Registering a job on a node (`prepare`): claims the job for its run,
 checks that the node can run its part, then writes the job's directory,
-host names and files."""
+secrets, host names and files, and pulls its image."""
 
 import json
 
@@ -8,17 +8,21 @@ from . import registry
 from .claims import check_free, claims_locked, write_claim
 from .containers import place_job
 from .errors import RuntimeFailure
-from .inputs import job_user, prepare_inputs
+from .inputs import job_user, prepare_inputs, secret_values, store_secrets
 from .resources import check_resources
 from .spec import load_spec
 from .teardown import cleanup_job
 
 
-def prepare_job(data, spec, node):
+def prepare_job(data, spec, node, secrets=None):
     """Register the job of `spec` (decoded from `data`) on this node, the
     inventory host `node`, for its run. Another run's live claim refuses it
-    before anything is written; a stale registration is cleaned up first."""
+    before anything is written; a stale registration is cleaned up first.
+    `secrets` are the values of the job's secret references, when given
+    with the registration: the env's are kept before the image is pulled,
+    the image.secret's go to the pull only."""
     user = job_user(spec)
+    kept = secret_values(spec, secrets) if secrets is not None else {}  # before anything is written
     with claims_locked():
         holder = _holder_user(spec, user)
         held = check_free(spec.job, spec.run, node, holder)
@@ -28,10 +32,15 @@ def prepare_job(data, spec, node):
         registry.create_job_dir(spec.job, node, json.dumps(data), user,
                                 spec.script if spec.mode == "script" else None)
         write_claim(spec.job, spec.run, spec.claim_lease)
+    if kept:
+        store_secrets(spec, kept)
     registry.write_hosts_block(spec.job, [(r.address, r.name) for r in spec.ranks])
-    container = place_job(spec, node)  # after the hosts block: the container sees it
+    container = place_job(spec, node, secrets)  # after the hosts block: the container sees it
     prepare_inputs(spec, node, user, container)
-    return {"changed": True, "job": spec.job, "node": node, "run": spec.run}
+    answer = {"changed": True, "job": spec.job, "node": node, "run": spec.run}
+    if kept:
+        answer["secrets"] = len(kept)
+    return answer
 
 
 def _holder_user(spec, fallback):

@@ -2,13 +2,16 @@
 # Copyright (c) fuzz.multinode developers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 # SPDX-License-Identifier: Apache-2.0
-"""The workflow's top-level ``files`` (name -> contents), the ``file://``
-references to them, and the top-level ``volumes`` with their ingress and
-egress transfers (validated; volumes are not executed yet)."""
+"""The workflow's top-level ``files`` (name -> contents), a job's or
+service's ``files`` (a ``file://`` reference to one of them, or the file's
+contents in place), and the top-level ``volumes`` with their ingress and
+egress transfers (validated; volumes are not executed yet). A v1 volume's
+``name`` is its key (the vendor's client sets it so): another name is
+ignored with a warning; a v4 volume's ``name`` names a persistent volume."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Tuple
 
 from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.errors import FuzzfileError
 from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.keys import (
@@ -71,6 +74,23 @@ def _file_reference(value: Any, path: str, ctx: _Context) -> str:
     return name
 
 
+def _file_source(value: Any, path: str, ctx: _Context) -> Tuple[str, bool]:
+    """A job's or service's ``files`` value: ``(name, True)`` for
+    ``file://<name>`` of a top-level entry, else ``(contents, False)``: the
+    file's contents given in place (a YAML block scalar in the vendor's own
+    files), written as they are. A bare name of a top-level entry is refused:
+    it is a reference without its ``file://``, not likely meant as contents."""
+    text = _string(value, path, nonempty=True)
+    if text.startswith(FILE_PREFIX):
+        return _file_reference(text, path, ctx), True
+    if text in ctx.files:
+        raise FuzzfileError(
+            "%s: %s names an entry of the top-level files; write %s%s to use it (any other "
+            "string is the file's contents)" % (path, _show(text), FILE_PREFIX, text)
+        )
+    return text, False
+
+
 def _parse_volumes(value: Any, ctx: _Context, notes: List[str]) -> List[str]:
     data = _mapping(value, "volumes")
     names: List[str] = []
@@ -96,6 +116,11 @@ def _parse_volumes(value: Any, ctx: _Context, notes: List[str]) -> List[str]:
         for key in ("use", "name"):
             if volume.get(key) is not None:
                 _string(volume[key], _join(path, key), nonempty=True)
+        if ctx.version == "v1" and volume.get("name") not in (None, name):
+            ctx.warnings.append(
+                "%s: %s ignored: a v1 volume is named by its key, %s, which mounts name"
+                % (_join(path, "name"), _show(volume["name"]), _show(name))
+            )
         if volume.get("size") is not None:
             parse_memory_size(volume["size"], _join(path, "size"))
         if volume.get("annotations") is not None:

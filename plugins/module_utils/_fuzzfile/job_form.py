@@ -42,6 +42,7 @@ from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.model imp
     Workflow,
     _task_array,
 )
+from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.network import _parse_probe
 from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.policy import ADMISSION_KEY
 from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.values import (
     _abs_path,
@@ -59,6 +60,7 @@ from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.values im
     _path_map,
     _ports,
     _positive_int,
+    _secret_reference,
     _show,
     _string,
     _string_list,
@@ -158,6 +160,14 @@ def _single_node_unless_multinode(values: Mapping[str, Any], path: str) -> None:
         )
 
 
+def _one_source_per_file(values: Mapping[str, Any], path: str) -> None:
+    for target in values["inline_files"]:
+        if target in values["files"]:
+            raise FuzzfileError(
+                "%s.inline_files.%s: is in files too; a file has one source" % (path, target)
+            )
+
+
 _REQUIRED = object()  # a field's default: none, the field must be there
 
 # Every field of the JSON form: (key, validator, default), in the order they
@@ -186,7 +196,7 @@ _JOB_FIELDS: Tuple[Tuple[str, Callable[[Any, str], Any], Any], ...] = (
     ("mounts", _path_map, {}),
     ("devices", _devices, {}),
     ("persist", _bool, None),
-    ("image_secret", _string, None),
+    ("image_secret", _secret_reference, None),
     ("cpu_threads", _bool, None),
     ("cpu_sockets", _positive_int, None),
     ("retry_attempts", partial(_int_at_least, minimum=0), None),
@@ -197,12 +207,15 @@ _JOB_FIELDS: Tuple[Tuple[str, Callable[[Any, str], Any], Any], ...] = (
     ("network_isolated", _bool, False),
     ("expose_tcp", _ports, []),
     ("expose_udp", _ports, []),
+    ("inline_files", _path_map, {}),
+    ("readiness_probe", _parse_probe, None),
 )
 
 # Checks across fields, each made once the fields it reads are checked.
 _CHECKS_AFTER: Dict[str, Callable[[Mapping[str, Any], str], None]] = {
     "script": _one_of_command_and_script,
     "procs_per_node": _single_node_unless_multinode,
+    "inline_files": _one_source_per_file,
 }
 
 
@@ -265,8 +278,10 @@ def load_workflow(data: Any, path: str = "workflow") -> Workflow:
                         % (item_path, target, file_name, _names(files, "none"))
                     )
             units[key][name] = unit
-    if not units["job_defs"]:
-        raise FuzzfileError("%s.job_defs: must contain at least one job" % path)
+    if not units["job_defs"] and not units["service_defs"]:
+        raise FuzzfileError(
+            "%s.job_defs: must contain at least one job (or service_defs a service)" % path
+        )
     workflow = Workflow(
         version=version,
         jobs=units["job_defs"],

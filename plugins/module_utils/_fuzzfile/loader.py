@@ -10,7 +10,13 @@ the YAML 1.2 parser the vendor uses: only ``true``/``false`` (any case
 variant) are booleans (``yes``, ``no``, ``on``, ``off`` stay strings), dates
 are not converted (they stay strings), and a key repeated in one mapping is an
 error instead of silently replacing the earlier one. Errors name the line and
-column, or for text that is not UTF-8 the byte and its offset."""
+column, or for text that is not UTF-8 the byte and its offset.
+
+Numbers keep the text they were written as (``YamlInt``, ``YamlFloat``:
+``yaml_text``): where the vendor takes a string and a Fuzzfile gives a bare
+number (``command: [blastp, -num_threads, 8]``), the vendor's Go YAML decoder
+hands over the scalar as written, and so can the model (``0x10``, ``1_000``,
+``1.50`` and ``010`` stay what they are, whichever YAML version reads them)."""
 
 from __future__ import annotations
 
@@ -26,6 +32,18 @@ else:
     HAS_YAML = True
 
 from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.errors import FuzzfileError
+
+
+class YamlInt(int):
+    """An integer of a Fuzzfile; ``yaml_text`` is the scalar as written."""
+
+    yaml_text = ""
+
+
+class YamlFloat(float):
+    """A float of a Fuzzfile; ``yaml_text`` is the scalar as written."""
+
+    yaml_text = ""
 
 
 def read_fuzzfile_text(path: str) -> str:
@@ -74,6 +92,19 @@ if HAS_YAML:
                         )
                     seen.add(key)
             return super().construct_mapping(node, deep=deep)
+
+        def construct_yaml_int(self, node: Any) -> YamlInt:
+            number = YamlInt(super().construct_yaml_int(node))
+            number.yaml_text = node.value
+            return number
+
+        def construct_yaml_float(self, node: Any) -> YamlFloat:
+            number = YamlFloat(super().construct_yaml_float(node))
+            number.yaml_text = node.value
+            return number
+
+    _Loader.add_constructor("tag:yaml.org,2002:int", _Loader.construct_yaml_int)
+    _Loader.add_constructor("tag:yaml.org,2002:float", _Loader.construct_yaml_float)
 
     _Loader.yaml_implicit_resolvers = {
         first: [

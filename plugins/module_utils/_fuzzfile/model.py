@@ -10,6 +10,7 @@ check every field first."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
@@ -56,14 +57,22 @@ class Job:
     ``multinode`` section has ``nodes == 1`` and ``implementation is None``.
     ``nodes`` is the number of ranks (host names ``<name>-0`` ...).
 
+    One shape whatever form the Fuzzfile used: ``mounts`` maps each mount
+    location (an absolute container path) to its volume's name, from any of
+    the three mount forms; ``files`` holds the ``file://`` references and
+    ``inline_files`` (container path -> contents) the files whose contents
+    are given in place; a service's ``readiness_probe`` is its probe in the
+    Fuzzfile's form, normalized (``network._parse_probe``; not run yet).
+
     Fields added for workflows (all have defaults, so older job dicts still
     load): ``kind`` (``job`` or ``service``), ``depends_on`` (``Dependency``
     list), ``timeout_seconds`` (``policy.timeout.execute``; ``None``: no
     timeout), ``task_array`` (``TaskArray`` or ``None``), ``files``
     (container path -> name of a top-level ``files`` entry), ``mounts``
     (container path -> volume name), ``memory_by_core`` (``memory.size`` is
-    per core), and the features recorded in ``unsupported``:
-    ``image_secret``, ``cpu_threads``, ``cpu_sockets``, ``devices``,
+    per core), ``image_secret`` (``image.secret``, a ``secret://``
+    reference to registry credentials), and the features recorded in
+    ``unsupported``: ``cpu_threads``, ``cpu_sockets``, ``devices``,
     ``exclusive``, ``resource_annotations``, ``retry_attempts``,
     ``restart``, ``network_isolated``, ``expose_tcp``, ``expose_udp`` and, for
     services, ``persist``.
@@ -102,6 +111,8 @@ class Job:
     expose_tcp: List[int] = dataclasses.field(default_factory=list)
     expose_udp: List[int] = dataclasses.field(default_factory=list)
     persist: Optional[bool] = None
+    inline_files: Dict[str, str] = dataclasses.field(default_factory=dict)
+    readiness_probe: Optional[Dict[str, Any]] = None
 
     @property
     def slots_per_node(self) -> int:
@@ -186,6 +197,8 @@ class Job:
             "expose_tcp": list(self.expose_tcp),
             "expose_udp": list(self.expose_udp),
             "persist": self.persist,
+            "inline_files": dict(self.inline_files),
+            "readiness_probe": copy.deepcopy(self.readiness_probe),
             "total_slots": self.total_slots,
             "tasks": self.tasks,
             "max_hosts": self.max_hosts,

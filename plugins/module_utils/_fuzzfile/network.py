@@ -3,11 +3,15 @@
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 # SPDX-License-Identifier: Apache-2.0
 """A job's or service's ``network`` section and a service's
-``readiness-probe`` (validated; neither is executed yet)."""
+``readiness-probe`` (validated; neither is executed yet). A probe is kept in
+its Fuzzfile form, normalized (``_parse_probe``): the one handler and the
+timings given, ``http-get.scheme`` upper-case (``http`` in the vendor's own
+files), ``HTTP`` when not given (Kubernetes' default, which the vendor's
+probes follow), ``exec.command`` as an argv of strings."""
 
 from __future__ import annotations
 
-from typing import Any, Dict
+from typing import Any, Dict, List, Union
 
 from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.errors import FuzzfileError
 from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.keys import (
@@ -21,9 +25,9 @@ from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.keys impo
     SERVICE_PORT_PROTOCOLS,
 )
 from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.values import (
+    _argument_list,
     _bool,
     _check_keys,
-    _choice,
     _int_at_least,
     _join,
     _list,
@@ -32,7 +36,6 @@ from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.values im
     _ports,
     _show,
     _string,
-    _string_list,
 )
 
 
@@ -75,16 +78,26 @@ def _parse_network(value: Any, path: str, kind: str) -> Dict[str, Any]:
     return network
 
 
-def _probe_port(value: Any, path: str, named: bool) -> None:
+def _probe_port(value: Any, path: str, named: bool) -> Union[int, str]:
     if value is None:
         raise FuzzfileError("%s: required" % path)
     if named and isinstance(value, str) and value:
-        return
-    _port(value, path)
+        return value
+    return _port(value, path)
 
 
-def _parse_probe(value: Any, path: str) -> None:
-    """A Kubernetes-style readiness probe: exactly one handler, timings."""
+def _http_scheme(value: Any, path: str) -> str:
+    if not isinstance(value, str) or not value.isascii() or value.upper() not in HTTP_SCHEMES:
+        raise FuzzfileError(
+            "%s: must be HTTP or HTTPS (any case), got %s" % (path, _show(value))
+        )
+    return value.upper()
+
+
+def _parse_probe(value: Any, path: str) -> Dict[str, Any]:
+    """A Kubernetes-style readiness probe: exactly one handler, timings; the
+    probe normalized (see the module's docstring). The JSON form's
+    ``readiness_probe`` is read back with it too."""
     probe = _mapping(value, path)
     _check_keys(probe, path, PROBE_HANDLERS + tuple(PROBE_TIMINGS))
     handlers = [key for key in PROBE_HANDLERS if probe.get(key) is not None]
@@ -97,20 +110,25 @@ def _parse_probe(value: Any, path: str) -> None:
     handler_path = _join(path, handler)
     data = _mapping(probe[handler], handler_path)
     _check_keys(data, handler_path, PROBE_HANDLER_KEYS[handler])
+    action: Dict[str, Any] = {}
     if handler == "exec":
         if data.get("command") is None:
             raise FuzzfileError("%s: required (a list of strings)" % _join(handler_path, "command"))
-        _string_list(data["command"], _join(handler_path, "command"), nonempty=True)
+        action["command"] = _argument_list(
+            data["command"], _join(handler_path, "command"), nonempty=True
+        )
     else:
-        _probe_port(data.get("port"), _join(handler_path, "port"), handler != "grpc")
+        action["port"] = _probe_port(data.get("port"), _join(handler_path, "port"), handler != "grpc")
         for key in ("path", "host", "service"):
             if data.get(key) is not None:
-                _string(data[key], _join(handler_path, key))
-        if data.get("scheme") is not None:
-            scheme_path = _join(handler_path, "scheme")
-            _choice(data["scheme"], scheme_path, HTTP_SCHEMES)
+                action[key] = _string(data[key], _join(handler_path, key))
+        if handler == "http-get":
+            action["scheme"] = "HTTP"
+            if data.get("scheme") is not None:
+                action["scheme"] = _http_scheme(data["scheme"], _join(handler_path, "scheme"))
         if data.get("http-headers") is not None:
             headers_path = _join(handler_path, "http-headers")
+            headers: List[Dict[str, str]] = []
             for index, item in enumerate(_list(data["http-headers"], headers_path)):
                 item_path = "%s[%d]" % (headers_path, index)
                 header = _mapping(item, item_path, "a mapping with 'name' and 'value'")
@@ -118,7 +136,13 @@ def _parse_probe(value: Any, path: str) -> None:
                 for key in ("name", "value"):
                     if header.get(key) is None:
                         raise FuzzfileError("%s: required" % _join(item_path, key))
-                    _string(header[key], _join(item_path, key), nonempty=key == "name")
+                headers.append({
+                    key: _string(header[key], _join(item_path, key), nonempty=key == "name")
+                    for key in ("name", "value")
+                })
+            action["http-headers"] = headers
+    normalized: Dict[str, Any] = {handler: action}
     for key, minimum in PROBE_TIMINGS.items():
         if probe.get(key) is not None:
-            _int_at_least(probe[key], _join(path, key), minimum)
+            normalized[key] = _int_at_least(probe[key], _join(path, key), minimum)
+    return normalized

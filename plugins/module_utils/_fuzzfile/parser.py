@@ -10,7 +10,9 @@ into a ``Workflow``: defaults merged into every job and service
 status ``FINISHED``, and is ignored when ``depends-on`` is set; both cases
 add a warning. Statuses are case-insensitive and stored upper-case.
 ``policy.timeout.execute`` becomes ``Job.timeout_seconds``; a zero duration
-means no timeout.
+means no timeout. A service's ``policy`` (Fuzzball's services have none) is
+validated as a job's and ignored, with a note. A workflow of services only
+parses; the run policy refuses to run it (``select_run``).
 
 Features the reference documents but this collection does not execute yet
 are validated like the rest and recorded as short notes in ``Job.unsupported``
@@ -24,7 +26,7 @@ from typing import Any, Dict, List, Mapping, Tuple
 
 from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.errors import FuzzfileError
 from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.files_volumes import (
-    _file_reference,
+    _file_source,
     _parse_files,
     _parse_volumes,
 )
@@ -59,10 +61,12 @@ from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.settings 
     _Defaults,
     _mount_points,
     _parse_defaults,
+    _parse_policy,
     _parse_settings,
 )
 from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.values import (
     _abs_path,
+    _argument_list,
     _bool,
     _check_keys,
     _choice,
@@ -71,10 +75,10 @@ from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.values im
     _mapping,
     _no_nul,
     _positive_int,
+    _secret_reference,
     _section,
     _show,
     _string,
-    _string_list,
     _string_map,
     validate_job_name,
 )
@@ -165,13 +169,12 @@ def _parse_unit(
     image_uri = _string(image["uri"], _join(image_path, "uri"), nonempty=True)
     image_secret = None
     if image.get("secret") is not None:
-        image_secret = _string(image["secret"], _join(image_path, "secret"))
-        notes.append("%s: %s" % (_join(image_path, "secret"), NOTE["image.secret"]))
+        image_secret = _secret_reference(image["secret"], _join(image_path, "secret"))
 
     command = None
     script = None
     if data.get("command") is not None:
-        command = _string_list(data["command"], _join(path, "command"), nonempty=True)
+        command = _argument_list(data["command"], _join(path, "command"), nonempty=True)
     if data.get("script") is not None:
         script = _string(data["script"], _join(path, "script"), nonempty=True)
     if command is not None and script is not None:
@@ -181,9 +184,14 @@ def _parse_unit(
 
     args: List[str] = []
     if data.get("args") is not None:
-        args = _string_list(data["args"], _join(path, "args"))
+        args = _argument_list(data["args"], _join(path, "args"))
 
-    own = _parse_settings(data, path, ctx, notes, ("env", "mounts", "resource", "policy"))
+    merged_keys = ("env", "mounts", "resource") + (("policy",) if kind == "job" else ())
+    own = _parse_settings(data, path, ctx, notes, merged_keys)
+    if kind == "service" and data.get("policy") is not None:
+        policy_path = _join(path, "policy")
+        _parse_policy(data["policy"], policy_path, [])
+        notes.append("%s: %s" % (policy_path, NOTE["service.policy"]))
     base = defaults.everything.merged(defaults.job if kind == "job" else defaults.service)
     settings = base.merged(own)
 
@@ -214,6 +222,7 @@ def _parse_unit(
             )
 
     files: Dict[str, str] = {}
+    inline_files: Dict[str, str] = {}
     files_path = _join(path, "files")
     raw_files = _section(data, "files", path)
     if raw_files is not None:
@@ -225,7 +234,8 @@ def _parse_unit(
                     % (files_path, _show(target))
                 )
             _no_nul(target, item_path)
-            files[target] = _file_reference(reference, item_path, ctx)
+            source, is_reference = _file_source(reference, item_path, ctx)
+            (files if is_reference else inline_files)[target] = source
 
     depends_on, dependency_paths = _parse_dependencies(data, path, ctx)
 
@@ -245,11 +255,12 @@ def _parse_unit(
         notes.append("%s: %s" % (network_path, NOTE["network"]))
 
     persist = None
+    readiness_probe = None
     if kind == "service":
         if data.get("persist") is not None:
             persist = _bool(data["persist"], _join(path, "persist"))
         if data.get("readiness-probe") is not None:
-            _parse_probe(data["readiness-probe"], _join(path, "readiness-probe"))
+            readiness_probe = _parse_probe(data["readiness-probe"], _join(path, "readiness-probe"))
 
     resource = settings.resource
     policy = settings.policy
@@ -288,6 +299,8 @@ def _parse_unit(
         expose_tcp=network.get("expose-tcp", []),
         expose_udp=network.get("expose-udp", []),
         persist=persist,
+        inline_files=inline_files,
+        readiness_probe=readiness_probe,
     )
     return job, dependency_paths
 
@@ -314,11 +327,13 @@ def parse_workflow(text: str) -> Workflow:
         if data.get(key) is not None:
             _mapping(data[key], key)
 
-    if data.get("jobs") is None:
-        extra = " (services are not supported yet)" if raw_services else ""
-        raise FuzzfileError("jobs: required: a mapping of job names to jobs%s" % extra)
-    raw_jobs = _mapping(data["jobs"], "jobs", "a mapping of job names to jobs")
-    if not raw_jobs:
+    # At least one job or service, as in the vendor's API.
+    if data.get("jobs") is None and not raw_services:
+        raise FuzzfileError("jobs: required: a mapping of job names to jobs")
+    raw_jobs: Mapping[Any, Any] = {}
+    if data.get("jobs") is not None:
+        raw_jobs = _mapping(data["jobs"], "jobs", "a mapping of job names to jobs")
+    if not raw_jobs and not raw_services:
         raise FuzzfileError("jobs: must contain at least one job")
 
     notes: List[str] = []

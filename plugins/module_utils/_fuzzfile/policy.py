@@ -6,8 +6,9 @@
 ``select_job``), what of a job is validated but not carried out
 (``not_executed_yet``), and whether a job may run at all (``admit``): its
 implementation can be run here (``require_runnable``), its rank and task host
-names fit one DNS label (``check_rank_names``), and every secret it
-references is defined (``check_secrets``). A job is admitted once per run,
+names fit one DNS label (``check_rank_names``), every secret it
+references is defined (``check_secrets``) and its ``image.secret``, if any,
+holds registry credentials (``check_registry_secret``). A job is admitted once per run,
 by the task that loads the Fuzzfile, before any host is touched; its JSON
 form then carries the admission (``admission``, under ``ADMISSION_KEY``), so
 that the task planning its ranks takes it as admitted (``admit_once``)."""
@@ -20,7 +21,10 @@ import re
 from typing import Any, Dict, Iterable, List, Mapping, Optional
 
 from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.errors import FuzzfileError
-from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.keys import SECRET_PREFIX
+from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.keys import (
+    REGISTRY_CREDENTIAL_KEYS,
+    SECRET_PREFIX,
+)
 from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.model import Job, Workflow
 from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.values import _show
 
@@ -46,8 +50,19 @@ def task_name(job: str, task_id: int) -> str:
     return "%s-%d" % (job, task_id)
 
 
+def _require_jobs(workflow: Workflow) -> None:
+    """A workflow of services only is a valid Fuzzfile with nothing to run
+    here, as long as services are not run."""
+    if not workflow.jobs:
+        raise FuzzfileError(
+            "jobs: the workflow has no jobs, only services (%s), and fuzz.multinode does not "
+            "run services yet, so there is nothing to run" % ", ".join(workflow.services)
+        )
+
+
 def select_job(workflow: Workflow, name: Optional[str] = None) -> Job:
     """Pick a job by name; without a name the workflow must have exactly one."""
+    _require_jobs(workflow)
     names = list(workflow.jobs)
     if name is None:
         if len(names) == 1:
@@ -70,7 +85,9 @@ def select_run(workflow: Workflow, name: Optional[str] = None) -> List[Job]:
     """The jobs run-job.yml runs, in dependency order: the one named, or
     without a name every job of the workflow. Services are not run, so a job
     that depends on one cannot run either; that is refused up front rather
-    than discovered halfway through a workflow."""
+    than discovered halfway through a workflow; so is a workflow of services
+    only."""
+    _require_jobs(workflow)
     if name is not None:
         jobs = [select_job(workflow, name)]
     else:
@@ -170,15 +187,31 @@ def secret_references(job: Job) -> Dict[str, str]:
     }
 
 
+def image_secret_name(job: Job) -> Optional[str]:
+    """The secret name of the job's ``image.secret`` (``secret://NAME``): the
+    key of the registry credentials in ``fuzz_multinode_secrets``; None
+    when the job names none."""
+    if job.image_secret is None:
+        return None
+    return job.image_secret[len(SECRET_PREFIX):]
+
+
 def missing_secrets(job: Job, available: Iterable[Any]) -> List[str]:
-    """One message per ``secret://`` env value of ``job`` whose name is not
-    among ``available`` (the names defined in ``fuzz_multinode_secrets``).
-    A message names the job, the env key and the reference, never a value."""
+    """One message per ``secret://`` reference of ``job`` (its env values,
+    its ``image.secret``) whose name is not among ``available`` (the names
+    defined in ``fuzz_multinode_secrets``). A message names the job, the
+    field and the reference, never a value."""
     names = {name for name in available if isinstance(name, str)}
+    fields = ["env.%s" % key for key in secret_references(job)]
+    references = list(secret_references(job).values())
+    image_secret = image_secret_name(job)
+    if image_secret is not None:
+        fields.append("image.secret")
+        references.append(image_secret)
     return [
-        "jobs.%s.env.%s: %s%s is not defined in fuzz_multinode_secrets"
-        % (job.name, key, SECRET_PREFIX, name)
-        for key, name in secret_references(job).items()
+        "jobs.%s.%s: %s%s is not defined in fuzz_multinode_secrets"
+        % (job.name, field, SECRET_PREFIX, name)
+        for field, name in zip(fields, references)
         if name not in names
     ]
 
@@ -193,6 +226,46 @@ def check_secrets(job: Job, available: Iterable[Any]) -> None:
             "keep it in a vault-encrypted vars file and pass it with -e @FILE)"
             % ("; ".join(missing), missing[0].split(SECRET_PREFIX, 1)[1].split(" ", 1)[0])
         )
+
+
+def registry_credentials(value: Any) -> bool:
+    """Whether a value of ``fuzz_multinode_secrets`` is registry
+    credentials, the form an ``image.secret``'s value takes: a mapping of
+    exactly ``username`` and ``password`` (a password or token), both
+    non-empty strings, the user name without ``:`` (a registry's basic
+    authentication joins them as ``USER:PASSWORD``). The node runtime
+    checks the same when it writes the credentials for a pull
+    (multinode_runtime/image_registry.py)."""
+    if not isinstance(value, Mapping) or set(value) != set(REGISTRY_CREDENTIAL_KEYS):
+        return False
+    username, password = value["username"], value["password"]
+    return (isinstance(username, str) and isinstance(password, str) and bool(username)
+            and bool(password) and ":" not in username)
+
+
+def registry_secret_names(secrets: Any) -> List[str]:
+    """The names of the values of ``secrets`` (``fuzz_multinode_secrets``)
+    that are registry credentials (``registry_credentials``): what the tasks'
+    ``registry_secret_names`` option takes. Names only, never a value."""
+    if not isinstance(secrets, Mapping):
+        return []
+    return sorted(name for name, value in secrets.items()
+                  if isinstance(name, str) and registry_credentials(value))
+
+
+def check_registry_secret(job: Job, registry_names: Iterable[Any]) -> None:
+    """Raise FuzzfileError when the job's ``image.secret`` names a secret
+    that is not among ``registry_names`` (``registry_secret_names``): its
+    value is not registry credentials. The message names the job, the
+    field and the reference, never the value."""
+    name = image_secret_name(job)
+    if name is None or name in {item for item in registry_names if isinstance(item, str)}:
+        return
+    raise FuzzfileError(
+        "jobs.%s.image.secret: the value of %s%s in fuzz_multinode_secrets is not registry "
+        "credentials: it must be a mapping of username and password (a password or token), "
+        "both non-empty strings, the user name without ':'" % (job.name, SECRET_PREFIX, name)
+    )
 
 
 # $NAME or ${NAME}, as an argument expands it (job_spec.expand).
@@ -217,42 +290,64 @@ def check_secret_arguments(job: Job) -> None:
                 % (job.name, field))
 
 
-def admit(job: Job, secret_names: Optional[Iterable[Any]] = None) -> Job:
+def admit(
+    job: Job,
+    secret_names: Optional[Iterable[Any]] = None,
+    registry_secret_names: Optional[Iterable[Any]] = None,
+) -> Job:
     """The run policy's gate, applied once to each job of a run: raise
     FuzzfileError unless its host names fit and it can run here
     (``check_rank_names``, ``require_runnable``), no argument expands a
-    secret (``check_secret_arguments``) and, when ``secret_names``
-    is given, every secret it references is among them (``check_secrets``)."""
+    secret (``check_secret_arguments``), when ``secret_names`` is given,
+    every secret it references is among them (``check_secrets``) and, when
+    ``registry_secret_names`` is given, its ``image.secret`` is among those
+    (``check_registry_secret``)."""
     check_rank_names(job)
     require_runnable(job)
     check_secret_arguments(job)
     if secret_names is not None:
         check_secrets(job, secret_names)
+    if registry_secret_names is not None:
+        check_registry_secret(job, registry_secret_names)
     return job
 
 
-def admission(job: Job, secret_names: Optional[Iterable[Any]] = None) -> Dict[str, Any]:
-    """The record of ``admit(job, secret_names)`` having passed, for the
-    job's JSON form: the digest of the job admitted, and the secret names
-    its references were checked against (None: not checked)."""
-    names = None if secret_names is None else sorted(
-        {name for name in secret_names if isinstance(name, str)})
-    return {"job": _digest(job), "secret_names": names}
+def admission(
+    job: Job,
+    secret_names: Optional[Iterable[Any]] = None,
+    registry_secret_names: Optional[Iterable[Any]] = None,
+) -> Dict[str, Any]:
+    """The record of ``admit(job, secret_names, registry_secret_names)``
+    having passed, for the job's JSON form: the digest of the job admitted,
+    and the names its references were checked against (None: not checked)."""
+    return {"job": _digest(job), "secret_names": _names(secret_names),
+            "registry_secret_names": _names(registry_secret_names)}
 
 
-def admit_once(job: Job, record: Any, secret_names: Optional[Iterable[Any]] = None) -> Job:
+def admit_once(
+    job: Job,
+    record: Any,
+    secret_names: Optional[Iterable[Any]] = None,
+    registry_secret_names: Optional[Iterable[Any]] = None,
+) -> Job:
     """``admit``, unless ``record`` (``admission``) shows that this very job
     was admitted already in this run; then only references not checked yet
-    are: when ``secret_names`` lack a name the admission had, or it had none.
+    are: when the names given lack a name the admission had, or it had none.
     A job changed since its admission, or without a record, is admitted."""
     if not isinstance(record, Mapping) or record.get("job") != _digest(job):
-        return admit(job, secret_names)
-    checked = record.get("secret_names")
-    if secret_names is not None:
-        given = {name for name in secret_names if isinstance(name, str)}
-        if not isinstance(checked, list) or not set(checked) <= given:
-            check_secrets(job, given)
+        return admit(job, secret_names, registry_secret_names)
+    for given, checked, check in (
+        (secret_names, record.get("secret_names"), check_secrets),
+        (registry_secret_names, record.get("registry_secret_names"), check_registry_secret),
+    ):
+        names = _names(given)
+        if names is not None and (not isinstance(checked, list) or not set(checked) <= set(names)):
+            check(job, names)
     return job
+
+
+def _names(names: Optional[Iterable[Any]]) -> Optional[List[str]]:
+    return None if names is None else sorted({name for name in names if isinstance(name, str)})
 
 
 def _digest(job: Job) -> str:

@@ -8,9 +8,13 @@ given, and how later settings override earlier ones: ``defaults.env``
 (v4), then ``defaults.job`` (a service: ``defaults.service``), then the
 job's own, per key and deeply (``cpu.cores`` can come from the defaults and
 ``memory.size`` from the job; ``devices`` and ``annotations`` merge per
-name). Both mount forms (v1 ``{volume: {location: /path}}``, v4
-``{/path: {volume: name}}``) become ``{/path: volume}``; each Fuzzfile uses
-its version's form."""
+name). The three mount forms become one, ``{location: volume}``: the v1
+form ``{volume: {location: /path}}`` and the v4 form ``{/path: {volume:
+name}}`` (each only in its version's Fuzzfiles), and the short form
+``{/path: volume}`` that the vendor's catalog uses (in both). A later
+setting overrides an earlier mount with the same key as written: a v1 mount
+the same volume's, a path-keyed one the same path's; two different mounts
+at one location are an error."""
 
 from __future__ import annotations
 
@@ -70,14 +74,20 @@ class _Context:
     warnings: List[str]
 
 
+# A mount's key as the Fuzzfile wrote it: ("volume", NAME) for the v1 form,
+# ("path", LOCATION) for the v4 and short forms.
+_MountKey = Tuple[str, str]
+
+
 @dataclasses.dataclass
 class _Settings:
     """The mergeable settings of a job, a service or a defaults section,
     each only as far as given: ``env`` pairs, ``mounts`` by the form's key
-    (``(path, volume, field path)``), ``resource`` and ``policy`` by field."""
+    (``_MountKey``) as ``(location, volume, the location's field path)``,
+    ``resource`` and ``policy`` by field."""
 
     env: List[Tuple[str, str]] = dataclasses.field(default_factory=list)
-    mounts: Dict[str, Tuple[str, str, str]] = dataclasses.field(default_factory=dict)
+    mounts: Dict[_MountKey, Tuple[str, str, str]] = dataclasses.field(default_factory=dict)
     resource: Dict[str, Any] = dataclasses.field(default_factory=dict)
     policy: Dict[str, Any] = dataclasses.field(default_factory=dict)
 
@@ -119,13 +129,17 @@ def _check_volume(volume: str, path: str, ctx: _Context) -> None:
         )
 
 
-def _parse_mounts(value: Any, path: str, ctx: _Context) -> Dict[str, Tuple[str, str, str]]:
-    """Mounts in the Fuzzfile version's form, keyed like the Fuzzfile."""
+def _parse_mounts(value: Any, path: str, ctx: _Context) -> Dict[_MountKey, Tuple[str, str, str]]:
+    """Mounts in any of the three forms (the module's docstring), keyed as
+    the Fuzzfile keys them."""
     data = _mapping(value, path)
-    mounts: Dict[str, Tuple[str, str, str]] = {}
+    mounts: Dict[_MountKey, Tuple[str, str, str]] = {}
     for key, entry in data.items():
         item_path = _join(path, key)
-        if ctx.version == "v1":
+        if isinstance(entry, str):
+            location, volume = _short_mount(key, entry, path, ctx)
+            mounts[("path", location)] = (location, volume, item_path)
+        elif ctx.version == "v1":
             if not isinstance(key, str) or not key:
                 raise FuzzfileError(
                     "%s: keys must be volume names (v1 form: VOLUME: {location: /path}), got %s"
@@ -140,9 +154,10 @@ def _parse_mounts(value: Any, path: str, ctx: _Context) -> Dict[str, Tuple[str, 
                     % (item_path, _show(entry), hint)
                 )
             _check_keys(entry, item_path, ("location",))
-            location = _abs_path(entry["location"], _join(item_path, "location"))
+            location_path = _join(item_path, "location")
+            location = _abs_path(entry["location"], location_path)
             _check_volume(key, item_path, ctx)
-            mounts[key] = (location, key, item_path)
+            mounts[("volume", key)] = (location, key, location_path)
         else:
             hint = ""
             if isinstance(entry, Mapping) and "location" in entry:
@@ -155,26 +170,43 @@ def _parse_mounts(value: Any, path: str, ctx: _Context) -> Dict[str, Tuple[str, 
             _no_nul(key, item_path)
             if not isinstance(entry, Mapping) or "volume" not in entry:
                 raise FuzzfileError(
-                    "%s: must be a mapping with 'volume', got %s%s"
+                    "%s: must be a volume name or a mapping with 'volume', got %s%s"
                     % (item_path, _show(entry), hint)
                 )
             _check_keys(entry, item_path, ("volume",))
             volume_path = _join(item_path, "volume")
             volume = _string(entry["volume"], volume_path, nonempty=True)
             _check_volume(volume, volume_path, ctx)
-            mounts[key] = (key, volume, item_path)
+            mounts[("path", key)] = (key, volume, item_path)
     return mounts
 
 
-def _mount_points(mounts: Mapping[str, Tuple[str, str, str]]) -> Dict[str, str]:
-    """Merged mounts as container path -> volume; a path used twice is an
-    error (only possible with the v1 form)."""
+def _short_mount(key: Any, entry: str, path: str, ctx: _Context) -> Tuple[str, str]:
+    """The short form ``/path: VOLUME``: its location and volume."""
+    if not isinstance(key, str) or not key.startswith("/"):
+        hint = ""
+        if entry.startswith("/"):
+            hint = " (the short form is /path: VOLUME: the location first)"
+        raise FuzzfileError(
+            "%s: keys of the short form /path: VOLUME must be absolute mount paths, got %s%s"
+            % (path, _show(key), hint)
+        )
+    item_path = _join(path, key)
+    _no_nul(key, item_path)
+    volume = _string(entry, item_path, nonempty=True)
+    _check_volume(volume, item_path, ctx)
+    return key, volume
+
+
+def _mount_points(mounts: Mapping[_MountKey, Tuple[str, str, str]]) -> Dict[str, str]:
+    """Merged mounts as location -> volume; two mounts at one location are
+    an error (only possible when a v1 mount is one of them)."""
     result: Dict[str, str] = {}
-    for location, volume, item_path in mounts.values():
+    for location, volume, location_path in mounts.values():
         if location in result:
             raise FuzzfileError(
-                "%s.location: %r is already the mount point of volume %r"
-                % (item_path, location, result[location])
+                "%s: %r is already the mount point of volume %r"
+                % (location_path, location, result[location])
             )
         result[location] = volume
     return result

@@ -18,6 +18,7 @@ from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.keys impo
     JOB_NAME_MAX,
     JOB_NAME_RE,
     PORT_MAX,
+    SECRET_PREFIX,
 )
 
 
@@ -86,6 +87,20 @@ def _string(value: Any, path: str, *, nonempty: bool = False) -> str:
     if nonempty and not value:
         raise FuzzfileError("%s: must not be empty" % path)
     return _no_nul(value, path)
+
+
+def _secret_reference(value: Any, path: str) -> str:
+    """A ``secret://NAME`` reference (``image.secret``): NAME, the key of its
+    value in ``fuzz_multinode_secrets``, is not empty and has no white
+    space."""
+    text = _string(value, path, nonempty=True)
+    name = text[len(SECRET_PREFIX):]
+    if not text.startswith(SECRET_PREFIX) or not name or any(c.isspace() for c in name):
+        raise FuzzfileError(
+            "%s: must be a secret:// reference (secret://SCOPE/NAME, e.g. secret://user/registry), "
+            "got %s" % (path, _show(text))
+        )
+    return text
 
 
 def _string_list(value: Any, path: str, *, nonempty: bool = False) -> List[str]:
@@ -265,3 +280,26 @@ def _ports(value: Any, path: str) -> List[int]:
     items = _list(value, path, "a list of port numbers")
     return [_port(item, "%s[%d]" % (path, index)) for index, item in enumerate(items)]
 
+
+
+def _argument(value: Any, path: str) -> str:
+    """One word of an argv (``command``, ``args``, a probe's
+    ``exec.command``): a string, or a bare number taken as written in the
+    Fuzzfile (``8``, ``0.5``; the loader keeps its text), as the vendor's YAML
+    decoder gives a number where it takes a string. A boolean or null is
+    refused: its text would depend on the YAML version (``yes``, ``~``)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return getattr(value, "yaml_text", "") or str(value)
+    if isinstance(value, str):
+        return _no_nul(value, path)
+    hint = " (quote it in YAML)" if isinstance(value, bool) else ""
+    raise FuzzfileError("%s: must be a string or a number, got %s%s" % (path, _show(value), hint))
+
+
+def _argument_list(value: Any, path: str, *, nonempty: bool = False) -> List[str]:
+    """An argv: a list of strings (``_argument``: bare numbers as written)."""
+    if not isinstance(value, (list, tuple)):
+        raise FuzzfileError("%s: must be a list of strings, got %s" % (path, _show(value)))
+    if nonempty and not value:
+        raise FuzzfileError("%s: must not be empty" % path)
+    return [_argument(item, "%s[%d]" % (path, index)) for index, item in enumerate(value)]

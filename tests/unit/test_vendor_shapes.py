@@ -1,0 +1,435 @@
+"""The shapes of the vendor's own published Fuzzfiles (spec
+fuzzfile-reference.md, section 7), in Fuzzfiles of our own written the same
+way (tests/fuzzfiles/vendor-shapes/): each is accepted with a precise meaning
+in the normalized model (mount locations and volume names, argv strings, the
+probe's scheme, files given in place, a service's policy), or refused with a
+message naming the field and what is wrong. FB_WORKFLOW_ID in their paths
+expands to the run's id in the job spec."""
+
+import json
+import os
+import pwd
+from pathlib import Path
+
+import pytest
+from multinode_runtime import inputs, registry
+from multinode_runtime.spec import JobSpec
+
+from ansible_collections.fuzz.multinode.plugins.module_utils.fuzzfile import (
+    Dependency,
+    FuzzfileError,
+    load_job,
+    load_workflow,
+    parse_workflow,
+    select_job,
+    select_run,
+)
+from ansible_collections.fuzz.multinode.plugins.module_utils.job_spec import plan_job
+
+SHAPES = Path(__file__).resolve().parents[1] / "fuzzfiles" / "vendor-shapes"
+RUN = "20261201T165012Z-a1b2c3"
+MOUNTS_NOTE = "volume mounts are not supported yet; ignored"
+SERVICE_POLICY_NOTE = (
+    "a service has no policy in Fuzzball (its API drops it); validated as a job's and ignored"
+)
+
+
+def text(name):
+    return (SHAPES / name).read_text(encoding="utf-8")
+
+
+def load(name, old=None, new=None):
+    source = text(name)
+    if old is not None:
+        assert source.count(old) == 1, old
+        source = source.replace(old, new)
+    return parse_workflow(source)
+
+
+def error(name, old, new):
+    with pytest.raises(FuzzfileError) as info:
+        load(name, old, new)
+    return str(info.value)
+
+
+def plan(job, count=1, **kwargs):
+    """The job spec, from the job's JSON form as the rank_plan task gets it."""
+    nodes = [{"node": "node-%d" % i, "address": "10.0.0.%d" % (i + 1)} for i in range(count)]
+    return plan_job(json.loads(json.dumps(job.to_dict())), nodes, user="fuzz",
+                    wrapper_path="/multinode/ssh-wrapper", kill_grace=10, **kwargs)
+
+
+def round_trips(workflow):
+    assert load_workflow(json.loads(json.dumps(workflow.to_dict()))) == workflow
+    for unit in workflow.units.values():
+        assert load_job(json.loads(json.dumps(unit.to_dict()))) == unit
+
+
+# ---------------------------------------------------------------------------
+# OpenFOAM-like, v1: a named volume, the v1 and the short mount forms
+
+
+def test_openfoam_v1_every_mount_form_is_one_mount_model():
+    wf = load("openfoam-v1.yml")
+    jobs = wf.jobs
+    # the v1 form (prepare-case, post-process) and the short form (mesh,
+    # solve) of the same mount are the same model: location -> volume name
+    assert jobs["prepare-case"].mounts == {"/data": "case-data"}
+    assert jobs["mesh"].mounts == {"/data": "case-data", "/scratch": "scratch"}
+    assert jobs["solve"].mounts == {"/data": "case-data"}
+    assert jobs["post-process"].mounts == {"/data": "case-data", "/scratch": "scratch"}
+    assert [j.cwd for j in jobs.values()] == ["/data", "/data/case", "/data/case", "/data/case"]
+    assert all(j.unsupported == ["jobs.%s.mounts: %s" % (j.name, MOUNTS_NOTE)]
+               for j in jobs.values())
+    solve = jobs["solve"]
+    assert (solve.nodes, solve.implementation, solve.cores) == (2, "openmpi", 2)
+    assert [j.name for j in select_run(wf)] == ["prepare-case", "mesh", "solve", "post-process"]
+    assert solve.depends_on == [Dependency("mesh", "FINISHED")]
+    round_trips(wf)
+
+
+def test_a_v1_volume_is_named_by_its_key_and_another_inner_name_is_ignored_with_a_warning():
+    wf = load("openfoam-v1.yml")
+    # case-data's name is its key (the vendor's usual form): no warning
+    assert [w for w in wf.warnings if w.startswith("volumes.")] == [
+        "volumes.scratch.name: 'scratch-space' ignored: a v1 volume is named by its key, "
+        "'scratch', which mounts name"
+    ]
+    # mounts name the key, not the inner name
+    assert error("openfoam-v1.yml", "      /scratch: scratch\n", "      /scratch: scratch-space\n") == (
+        "jobs.mesh.mounts./scratch: no volume named 'scratch-space' under volumes "
+        "(case-data, scratch)"
+    )
+    assert error("openfoam-v1.yml", "    name: case-data\n", "    name: 7\n") == (
+        "volumes.case-data.name: must be a string, got 7 (quote it in YAML)"
+    )
+
+
+@pytest.mark.parametrize(
+    "old, new, message",
+    [
+        # the short form's key is the location, its value the volume
+        ("      /data: case-data\n      /scratch: scratch\n",
+         "      case-data: /data\n",
+         "jobs.mesh.mounts: keys of the short form /path: VOLUME must be absolute mount paths, "
+         "got 'case-data' (the short form is /path: VOLUME: the location first)"),
+        ("      /data: case-data\n      /scratch: scratch\n",
+         "      /data: case-data\n      /scratch: ''\n",
+         "jobs.mesh.mounts./scratch: must not be empty"),
+        # two mounts at one location, in the v1 and the short form
+        ("      /data: case-data\n      /scratch: scratch\n",
+         "      /data: case-data\n      scratch:\n        location: /data\n",
+         "jobs.mesh.mounts.scratch.location: '/data' is already the mount point of volume "
+         "'case-data'"),
+        # the v4 form stays v4's
+        ("      /data: case-data\n      /scratch: scratch\n",
+         "      /data:\n        volume: case-data\n",
+         "jobs.mesh.mounts./data: must be a mapping with 'location', got a mapping (that is the "
+         "v4 form; a v1 Fuzzfile mounts VOLUME: {location: /path})"),
+        # a relative location, in either form
+        ("    cwd: /data\n    mounts:\n      case-data:\n        location: /data\n",
+         "    cwd: /data\n    mounts:\n      case-data:\n        location: data\n",
+         "jobs.prepare-case.mounts.case-data.location: must be an absolute path, got 'data'"),
+        ("      /data: case-data\n    requires: [mesh]\n",
+         "      data: case-data\n    requires: [mesh]\n",
+         "jobs.solve.mounts: keys of the short form /path: VOLUME must be absolute mount paths, "
+         "got 'data'"),
+    ],
+)
+def test_openfoam_v1_mount_refusals(old, new, message):
+    assert error("openfoam-v1.yml", old, new) == message
+
+
+def test_the_run_id_reaches_a_multinode_command_in_the_volume_path():
+    solve = load("openfoam-v1.yml").jobs["solve"]
+    spec = plan(solve, count=2, run=RUN)
+    assert spec["argv"] == ["/bin/sh", "-c", "pipeFoam -parallel > /data/case/log.%s" % RUN]
+    assert spec["run"] == RUN
+
+
+# ---------------------------------------------------------------------------
+# BLAST-like, v1: bare numbers in a command list
+
+
+def test_blast_bare_numbers_are_arguments_kept_as_written():
+    search = load("blast-v1.yml").jobs["search"]
+    assert search.command == [
+        "blastp", "-num_threads", "8", "-evalue", "1.0e-5", "-max_target_seqs", "500",
+        "-query", "/data/queries/q.fsa",
+    ]
+    assert search.args == ["-db", "/data/db/proteins", "-out",
+                           "/data/results/${FB_WORKFLOW_ID}/blastp.out", "-word_size", "3"]
+    assert all(type(word) is str for word in search.command + search.args)
+    assert load_job(json.loads(json.dumps(search.to_dict()))) == search
+
+
+def test_blast_the_run_id_expands_in_command_and_args():
+    wf = load("blast-v1.yml")
+    assert plan(wf.jobs["make-dirs"], run=RUN)["argv"] == [
+        "mkdir", "-p", "queries", "db", "results/%s" % RUN]
+    assert plan(wf.jobs["search"], run=RUN)["argv"] == [
+        "blastp", "-num_threads", "8", "-evalue", "1.0e-5", "-max_target_seqs", "500",
+        "-query", "/data/queries/q.fsa", "-db", "/data/db/proteins", "-out",
+        "/data/results/%s/blastp.out" % RUN, "-word_size", "3",
+    ]
+
+
+@pytest.mark.parametrize(
+    "written",
+    ["8", "0", "-3", "+4", "0x10", "0o17", "1_000", "1.50", ".5", "1e3", "6.02e+23", ".inf",
+     "-.INF", ".nan", "1:20"],
+)
+def test_a_number_argument_is_its_yaml_text_whatever_the_yaml_version_makes_of_it(written):
+    wf = load("blast-v1.yml", "-num_threads, 8,", "-num_threads, %s," % written)
+    assert wf.jobs["search"].command[2] == written
+
+
+@pytest.mark.parametrize(
+    "written, shown",
+    [("true", "true (quote it in YAML)"), ("False", "false (quote it in YAML)"),
+     ("null", "null"), ("~", "null"), ("[8]", "a list"), ("{n: 8}", "a mapping")],
+)
+def test_booleans_null_and_collections_are_not_arguments(written, shown):
+    assert error("blast-v1.yml", "-num_threads, 8,", "-num_threads, %s," % written) == (
+        "jobs.search.command[2]: must be a string or a number, got %s" % shown
+    )
+    assert error("blast-v1.yml", "-word_size, 3]", "-word_size, %s]" % written) == (
+        "jobs.search.args[5]: must be a string or a number, got %s" % shown
+    )
+
+
+# ---------------------------------------------------------------------------
+# a job and services, v4: probe scheme, service policy, files in place, mounts
+
+
+def test_web_services_readiness_probes_are_normalized_with_the_scheme_upper_case():
+    wf = load("web-services-v4.yml")
+    api, admin = wf.service_defs["api"], wf.service_defs["admin"]
+    assert api.readiness_probe == {
+        "http-get": {"port": 8080, "path": "/healthz", "scheme": "HTTP"},
+        "initial-delay-seconds": 5,
+        "period-seconds": 10,
+    }
+    assert admin.readiness_probe == {
+        "http-get": {"port": 9443, "scheme": "HTTPS",
+                     "http-headers": [{"name": "X-Probe", "value": "ready"}]},
+    }
+    # no scheme: HTTP, Kubernetes' default
+    wf = load("web-services-v4.yml", "        scheme: Https\n", "")
+    assert wf.service_defs["admin"].readiness_probe["http-get"]["scheme"] == "HTTP"
+
+
+@pytest.mark.parametrize("scheme, model", [("http", "HTTP"), ("HTTP", "HTTP"), ("https", "HTTPS"),
+                                           ("HTTPS", "HTTPS"), ("hTtP", "HTTP")])
+def test_any_case_of_the_scheme_is_the_upper_case_one(scheme, model):
+    wf = load("web-services-v4.yml", "scheme: http\n", "scheme: %s\n" % scheme)
+    assert wf.service_defs["api"].readiness_probe["http-get"]["scheme"] == model
+
+
+@pytest.mark.parametrize("scheme, shown", [("ftp", "'ftp'"), ("'HTTP/2'", "'HTTP/2'"), ("1", "1"),
+                                           # upper-case of long s is S: still not HTTPS
+                                           ("http\u017f", "'http\u017f'")])
+def test_a_scheme_other_than_http_or_https_is_refused(scheme, shown):
+    assert error("web-services-v4.yml", "scheme: http\n", "scheme: %s\n" % scheme) == (
+        "services.api.readiness-probe.http-get.scheme: must be HTTP or HTTPS (any case), got %s"
+        % shown
+    )
+
+
+def test_a_service_policy_is_validated_as_a_jobs_and_ignored():
+    api = load("web-services-v4.yml").service_defs["api"]
+    assert (api.timeout_seconds, api.retry_attempts, api.restart) == (None, None, None)
+    assert "services.api.policy: %s" % SERVICE_POLICY_NOTE in api.unsupported
+    # the job's policy keys, the job's rules
+    wf = load("web-services-v4.yml", "        execute: 24h\n",
+              "        execute: 24h\n      retry:\n        attempts: 2\n      restart: never\n")
+    api = wf.service_defs["api"]
+    assert (api.timeout_seconds, api.retry_attempts, api.restart) == (None, None, None)
+    assert [note for note in api.unsupported if ".policy" in note] == [
+        "services.api.policy: %s" % SERVICE_POLICY_NOTE]
+    assert error("web-services-v4.yml", "        execute: 24h\n", "        execute: 1d\n") == (
+        "services.api.policy.timeout.execute: must be a duration such as 2h, 10m0s, 90s or "
+        "1h30m, got '1d' (unknown unit 'd'; units are ns, us, ms, s, m, h)"
+    )
+    assert error("web-services-v4.yml", "      timeout:\n", "      deadline:\n") == (
+        "services.api.policy.deadline: unknown key; expected one of restart, retry, timeout"
+    )
+    # the vendor has no policy defaults for services either
+    assert error("web-services-v4.yml", "defaults:\n", "defaults:\n  service:\n    policy: {}\n") == (
+        "defaults.service.policy: unknown key; expected one of env, mounts, resource"
+    )
+
+
+def test_a_services_files_give_contents_in_place_or_reference_top_level_files():
+    wf = load("web-services-v4.yml")
+    api = wf.service_defs["api"]
+    assert api.inline_files == {"/etc/api/api.conf": "listen = 0.0.0.0:8080\nroot = /srv/site\n"}
+    assert api.files == {}
+    assert wf.jobs["seed"].files == {"/etc/seed/seed.csv": "seed.csv"}
+    assert wf.jobs["seed"].inline_files == {}
+    assert wf.files == {"seed.csv": "id,value\n1,42\n"}  # nothing added to the workflow's files
+
+
+def test_web_services_mounts_short_and_v4_forms_and_defaults_overridden_per_path():
+    wf = load("web-services-v4.yml")
+    # defaults.job.mounts /srv: cache, the job's short form /srv: site wins
+    assert wf.jobs["seed"].mounts == {"/srv": "site"}
+    # defaults.job is not a service's
+    assert wf.service_defs["api"].mounts == {"/srv/site": "site"}
+    assert wf.service_defs["admin"].mounts == {"/srv/site": "site"}
+    wf = load("web-services-v4.yml", "    mounts:\n      /srv: site\n", "")
+    assert wf.jobs["seed"].mounts == {"/srv": "cache"}
+
+
+def test_a_job_with_services_runs_its_jobs_and_notes_the_services_as_before():
+    wf = load("web-services-v4.yml")
+    assert [j.name for j in select_run(wf)] == ["seed"]
+    assert wf.unsupported[0] == "services: services are not supported yet; ignored (api, admin)"
+    assert wf.service_defs["admin"].depends_on == [Dependency("api", "RUNNING")]
+    assert wf.service_defs["api"].command == ["api-server", "--port", "8080", "--workers", "4"]
+    round_trips(wf)
+
+
+# ---------------------------------------------------------------------------
+# a job's files given in place
+
+
+def test_a_jobs_files_in_place_are_written_with_its_references():
+    wf = load("job-inline-files-v4.yml")
+    job = wf.jobs["configure"]
+    assert job.files == {"/etc/run/params": "params"}
+    assert job.inline_files == {"/etc/run/run.ini": "[run]\nname = inline\ntolerance = 1e-6\n"}
+    assert plan(job, files=wf.files)["files"] == [
+        {"path": "/etc/run/params", "name": "params", "contents": "steps = 100\n"},
+        {"path": "/etc/run/run.ini", "name": "",
+         "contents": "[run]\nname = inline\ntolerance = 1e-6\n"},
+    ]
+    # only files in place: no top-level files needed
+    wf = load("job-inline-files-v4.yml", "      /etc/run/params: file://params\n", "")
+    assert plan(wf.jobs["configure"])["files"] == [
+        {"path": "/etc/run/run.ini", "name": "",
+         "contents": "[run]\nname = inline\ntolerance = 1e-6\n"}]
+    round_trips(wf)
+
+
+def test_the_node_runtime_writes_a_file_given_in_place_byte_exact_and_removes_it(
+        tmp_path, monkeypatch):
+    """The spec's entry for contents in place (name empty) through the node
+    runtime's own code, as the calling user (the job user on a node: the
+    Molecule scenario default checks references that way)."""
+    monkeypatch.setattr(registry, "JOBS_DIR", str(tmp_path / "jobs"))
+    target = tmp_path / "etc" / "run" / "run.ini"
+    wf = load("job-inline-files-v4.yml", "/etc/run/run.ini:", "%s:" % target)
+    spec = plan(wf.jobs["configure"], files=wf.files)
+    spec["files"] = [entry for entry in spec["files"] if entry["name"] == ""]
+    (tmp_path / "jobs" / spec["job"]).mkdir(parents=True)
+    (tmp_path / "jobs" / spec["job"] / "spec.json").write_text(json.dumps(spec))
+    me = pwd.getpwuid(os.getuid())
+    inputs.prepare_inputs(JobSpec.from_dict(spec), "node-0", me)
+    assert target.read_bytes() == b"[run]\nname = inline\ntolerance = 1e-6\n"
+    inputs.remove_job_files(spec["job"], me)
+    assert not (tmp_path / "etc").exists()
+
+
+@pytest.mark.parametrize(
+    "old, new, message",
+    [
+        ("file://params", "params",
+         "jobs.configure.files./etc/run/params: 'params' names an entry of the top-level files; "
+         "write file://params to use it (any other string is the file's contents)"),
+        ("file://params", "file://nope",
+         "jobs.configure.files./etc/run/params: 'file://nope' names no entry of the top-level "
+         "files (params)"),
+        ("file://params", "''", "jobs.configure.files./etc/run/params: must not be empty"),
+        ("file://params", "42",
+         "jobs.configure.files./etc/run/params: must be a string, got 42 (quote it in YAML)"),
+    ],
+)
+def test_job_file_refusals(old, new, message):
+    assert error("job-inline-files-v4.yml", old, new) == message
+
+
+def test_a_jobs_json_form_gives_each_file_one_source():
+    job = load("job-inline-files-v4.yml").jobs["configure"]
+    data = job.to_dict()
+    data["inline_files"]["/etc/run/params"] = "x"
+    with pytest.raises(FuzzfileError) as info:
+        load_job(data)
+    assert str(info.value) == "job.inline_files./etc/run/params: is in files too; a file has one source"
+    data = job.to_dict()
+    data["inline_files"] = {"etc/run.ini": "x"}
+    with pytest.raises(FuzzfileError) as info:
+        load_job(data)
+    assert str(info.value) == "job.inline_files: keys must be absolute paths, got 'etc/run.ini'"
+
+
+def test_a_file_in_place_must_be_a_normalized_path_to_be_written():
+    wf = load("job-inline-files-v4.yml", "/etc/run/run.ini:", "/etc/run/../run.ini:")
+    with pytest.raises(FuzzfileError) as info:
+        plan(wf.jobs["configure"], files=wf.files)
+    assert str(info.value) == (
+        "jobs.configure.files./etc/run/../run.ini: must be a normalized absolute file path "
+        "(no '.', '..' or empty components, no trailing '/')"
+    )
+
+
+# ---------------------------------------------------------------------------
+# services only
+
+
+SERVICES_ONLY = (
+    "jobs: the workflow has no jobs, only services (notebook), and fuzz.multinode does not run "
+    "services yet, so there is nothing to run"
+)
+
+
+def test_a_workflow_of_services_only_is_valid_and_refused_to_run_saying_why():
+    wf = load("notebook-services-only-v1.yml")
+    assert wf.jobs == {} and wf.services == ["notebook"]
+    notebook = wf.service_defs["notebook"]
+    assert notebook.mounts == {"/home/user/work": "notebooks"}
+    assert notebook.command == ["start-notebook", "--port", "8888", "--no-browser"]
+    assert notebook.readiness_probe == {
+        "http-get": {"port": 8888, "path": "/api", "scheme": "HTTPS"}, "period-seconds": 5}
+    assert notebook.inline_files == {
+        "/home/user/.notebook/config.py": 'c.ServerApp.ip = "0.0.0.0"\nc.ServerApp.port = 8888\n'}
+    assert "services.notebook.policy: %s" % SERVICE_POLICY_NOTE in notebook.unsupported
+    for select in (lambda: select_run(wf), lambda: select_run(wf, "notebook"),
+                   lambda: select_job(wf), lambda: select_job(wf, "notebook")):
+        with pytest.raises(FuzzfileError) as info:
+            select()
+        assert str(info.value) == SERVICES_ONLY
+    round_trips(wf)
+
+
+def test_a_services_only_workflow_is_checked_like_any_other():
+    assert error("notebook-services-only-v1.yml", "        scheme: https\n", "        scheme: ftp\n") == (
+        "services.notebook.readiness-probe.http-get.scheme: must be HTTP or HTTPS (any case), "
+        "got 'ftp'"
+    )
+    assert error("notebook-services-only-v1.yml", "      /home/user/work: notebooks\n",
+                 "      /home/user/work: data\n") == (
+        "services.notebook.mounts./home/user/work: no volume named 'data' under volumes "
+        "(notebooks)"
+    )
+    # an empty jobs mapping beside services is no jobs, as a missing one
+    wf = load("notebook-services-only-v1.yml", "services:\n", "jobs: {}\nservices:\n")
+    with pytest.raises(FuzzfileError) as info:
+        select_run(wf)
+    assert str(info.value) == SERVICES_ONLY
+
+
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        ("version: v4\n", "jobs: required: a mapping of job names to jobs"),
+        ("version: v4\njobs: {}\n", "jobs: must contain at least one job"),
+        ("version: v4\nservices: {}\n", "jobs: required: a mapping of job names to jobs"),
+        ("version: v4\njobs: []\nservices: {s: {image: {uri: x}}}\n",
+         "jobs: must be a mapping of job names to jobs, got a list"),
+    ],
+)
+def test_a_workflow_without_jobs_or_services_is_still_refused_as_before(data, message):
+    with pytest.raises(FuzzfileError) as info:
+        parse_workflow(data)
+    assert str(info.value) == message
