@@ -72,10 +72,10 @@ class Signals:
 def best_effort(within, work):
     """work(), best effort and bounded: what it raises is dropped, and this
     process is killed (SIGALRM) after `within` seconds. For a plugin whose
-    play is ending: signals are ignored meanwhile."""
-    for sig in SIGNALS:
-        signal.signal(sig, signal.SIG_IGN)  # a second Ctrl-C must not cut this short
-    signal.signal(signal.SIGALRM, signal.SIG_DFL)
+    play is ending: SIGINT and SIGTERM are ignored meanwhile (a second
+    Ctrl-C must not cut this short); the handlers are as before after it."""
+    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in SIGNALS}
+    previous[signal.SIGALRM] = signal.signal(signal.SIGALRM, signal.SIG_DFL)
     signal.alarm(within)
     try:
         work()
@@ -83,3 +83,5 @@ def best_effort(within, work):
         pass
     finally:
         signal.alarm(0)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

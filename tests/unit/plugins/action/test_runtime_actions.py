@@ -107,12 +107,15 @@ def test_the_playbook_killed_while_the_node_registers_the_job_unregisters_it_the
 
     parents = [4242, 1]  # at the start, then (once the node answered) adopted by init
     monkeypatch.setattr(node_job.os, "getppid", lambda: parents.pop(0) if len(parents) > 1 else parents[0])
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGALRM)}
     host = Host(answer(job="hello", node="node-1", run="r1"), answer(changed=False, job="hello", killed=0))
     result = action(NodeJob, dict(job="hello", run="r1", spec=SPEC), host).run(
         task_vars={"inventory_hostname": "node-1"})
     (prepare, _), (cleanup, _) = host.commands
     assert prepare.endswith(" prepare --node node-1") and cleanup.endswith(" cleanup hello --run r1")
     assert result["failed"] and result["msg"] == "job hello unregistered on node-1: the playbook process ended"
+    # The worker's handlers are as they were (not ignored: its children would inherit that).
+    assert {sig: signal.getsignal(sig) for sig in handlers} == handlers
 
 
 def test_node_job_writes_the_logs_the_cleanup_answer_carries_and_fetches_the_rest(tmp_path):
