@@ -145,16 +145,19 @@ def main(argv=None):
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--rootfs", help="a root file system directory")
     source.add_argument("--docker-image", help="a local Docker image")
-    parser.add_argument("--output", required=True, help="the SIF file to write")
+    source.add_argument("--sif", help="a SIF file written before (to push it)")
+    parser.add_argument("--output", help="the SIF file to write (with --rootfs or --docker-image)")
     parser.add_argument("--push", metavar="HOST:PORT/REPOSITORY:TAG",
                         help="push it to this (plain http) registry and print the manifest's digest")
     args = parser.parse_args(argv)
+    if not args.sif and not args.output:
+        parser.error("--output is needed with --rootfs or --docker-image")
     if args.rootfs:
         sif_from_rootfs(args.rootfs, args.output)
-    else:
+    elif args.docker_image:
         sif_from_docker_image(args.docker_image, args.output)
     if args.push:
-        print(push_sif(args.output, args.push))
+        print(push_sif(args.sif or args.output, args.push))
 
 
 if __name__ == "__main__":

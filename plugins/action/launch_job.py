@@ -39,6 +39,7 @@ from ansible_collections.fuzz.multinode.plugins.module_utils.node_runtime import
     job_result,
     refusal,
 )
+from ansible_collections.fuzz.multinode.plugins.plugin_utils.interrupts import Signals, best_effort
 from ansible_collections.fuzz.multinode.plugins.plugin_utils.job_report import LiveLog
 from ansible_collections.fuzz.multinode.plugins.plugin_utils.node_runtime_call import call_runtime
 
@@ -55,33 +56,6 @@ AFTER_CANCEL = 10
 # Seconds polls may fail in a row before the controller gives the job up,
 # when the job has no controller timeout.
 GIVE_UP_AFTER = 60
-# Seconds between looks at a signal received while the loop sleeps.
-SIGNAL_CHECK_EVERY = 0.1
-
-
-class _Signals:
-    """The SIGINT or SIGTERM that reached this worker process while it
-    supervised the job. The handler only records it: an exception raised out
-    of a handler lands wherever the process is, in the middle of Ansible's
-    own code during a poll, where an `except Exception` may swallow it or
-    turn it into a failed poll. The poll loop looks at it between polls, and
-    sleeps in short slices so that it sees it soon."""
-
-    def __init__(self):
-        self.received = None
-
-    def record(self, signum, frame):
-        # Ansible's main process follows the SIGINT it passes to its workers
-        # with a SIGTERM at once: the SIGINT is what the user did.
-        if self.received is None or signum == signal.SIGINT:
-            self.received = signum
-
-    def sleep_until(self, when):
-        while self.received is None:
-            left = when - time.monotonic()
-            if left <= 0:
-                return
-            time.sleep(min(left, SIGNAL_CHECK_EVERY))
 
 
 class ActionModule(ActionBase):
@@ -103,14 +77,13 @@ class ActionModule(ActionBase):
         # From before the start on: a signal during the start request (it
         # waits on the head up to `poll` seconds, the ranks running) must
         # cancel the job too, not kill this process and leave the job alone.
-        signals = _Signals()
-        previous = {sig: signal.signal(sig, signals.record) for sig in (signal.SIGINT, signal.SIGTERM)}
+        signals = Signals().install()
         try:
             try:
                 started = self._request(args, log, "start", wait=poll)
             except (RuntimeRefused, AnsibleConnectionFailure) as exc:
                 if signals.received is not None:  # it may have started all the same
-                    return self._interrupted(args, log, 0.0, signals.received, previous)
+                    return self._interrupted(args, log, 0.0, signals)
                 result.update(failed=True, msg=str(exc))
                 return result
             grace = float(started.get("kill_grace", 10))
@@ -126,7 +99,7 @@ class ActionModule(ActionBase):
                 if polled.get("failed"):  # else the status waited on the head already
                     signals.sleep_until(next_poll)
                 if signals.received is not None:
-                    return self._interrupted(args, log, grace, signals.received, previous)
+                    return self._interrupted(args, log, grace, signals)
                 next_poll = time.monotonic() + poll
                 if os.getppid() != playbook_pid:
                     self._cancel(args, "the controller: the playbook process ended")
@@ -152,25 +125,18 @@ class ActionModule(ActionBase):
                 result["log_complete"] = not log.behind
             return result
         finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
+            signals.restore()
             log.close()
 
-    def _interrupted(self, args, log, grace, signum, previous):
+    def _interrupted(self, args, log, grace, signals):
         """The play was interrupted: cancel the job, keep the rest of its
         log, then end as Ansible's own handler for the signal would."""
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(sig, signal.SIG_IGN)  # a second Ctrl-C must not cut this short
-        name = signal.Signals(signum).name
+        signals.ignore()
+        name = signal.Signals(signals.received).name
         self._cancel(args, "the controller: the playbook was interrupted (%s)" % name)
         self._after_cancel(args, log, grace)
         self._unregister(args, grace)
-        handler = previous[signum]
-        signal.signal(signum, handler)
-        if callable(handler):
-            handler(signum, None)
-        if handler != signal.SIG_IGN:
-            os.kill(os.getpid(), signum)
+        signals.end_as_ansible_would()
         return dict(failed=True, finished=True, status="CANCELED",
                     msg="job %s canceled: the playbook was interrupted (%s)" % (args["job"], name))
 
@@ -245,13 +211,4 @@ class ActionModule(ActionBase):
         """Run a runtime subcommand on the head as root, best effort and
         bounded: this process is killed after `within` seconds (the play is
         ending)."""
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(sig, signal.SIG_IGN)  # a second Ctrl-C must not cut this short
-        signal.signal(signal.SIGALRM, signal.SIG_DFL)
-        signal.alarm(within)
-        try:
-            call_runtime(self, call, runtime=args["runtime"])
-        except Exception:  # noqa: BLE001 -- best effort, see above
-            pass
-        finally:
-            signal.alarm(0)
+        best_effort(within, lambda: call_runtime(self, call, runtime=args["runtime"]))

@@ -7,7 +7,14 @@ asks is module_utils/node_runtime.py's node_job_call, as for the module.
 
 state=present registers the job with its spec and, in the same command,
 the values of its secrets (stdin only: never in a result). A node that
-refuses the job answers `refused` with the node's reason.
+refuses the job answers `refused` with the node's reason. A Ctrl-C or
+SIGTERM meanwhile (registering pulls the job's image, which may take
+minutes) does not end this process before the node has answered: the node
+finishes the registration whatever happens here, its container running,
+and no play comes to undo it; this process then unregisters the job there
+(`cleanup` of this run) and ends as Ansible would have ended it. So it does
+when the ansible-playbook process was killed meanwhile (this worker, in a
+session of its own, outlives it).
 
 state=absent stops the job's processes there and unregisters it; the
 answer carries the logs of the job's ranks on the node (up to the runtime's
@@ -29,6 +36,7 @@ from ansible_collections.fuzz.multinode.plugins.module_utils.node_runtime import
     node_job_call,
     registered,
 )
+from ansible_collections.fuzz.multinode.plugins.plugin_utils.interrupts import Signals, best_effort
 from ansible_collections.fuzz.multinode.plugins.plugin_utils.node_runtime_call import call_runtime
 
 
@@ -39,17 +47,47 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         _, params = self.validate_argument_spec(argument_spec=NODE_JOB_ARGUMENT_SPEC)
+        node = params["node"] or task_vars.get("inventory_hostname", "")
+        if params["state"] == "present":
+            playbook_pid = os.getppid()
+            signals = Signals().install()
+            try:
+                self._request(result, params, node)
+            finally:
+                signals.restore()
+            if signals.received is not None:
+                self._unregister(params, node)
+                signals.end_as_ansible_would()
+            elif os.getppid() != playbook_pid:
+                self._unregister(params, node)
+                result.update(failed=True, msg="job %s unregistered on %s: the playbook process ended"
+                              % (params["job"], node))
+        else:
+            self._request(result, params, node)
+        return result
+
+    def _request(self, result, params, node):
+        """The runtime's prepare or cleanup on the node; its answer (or
+        refusal) into `result`."""
         try:
-            call, stdin = node_job_call(params, params["node"] or task_vars.get("inventory_hostname", ""),
-                                        logs=True)
+            call, stdin = node_job_call(params, node, logs=True)
             answer = call_runtime(self, call, in_data=stdin, runtime=params["runtime"])
         except RuntimeRefused as exc:
             result.update(failed=True, msg=str(exc))
             if params["state"] == "present":
                 result["refused"] = str(exc)
-            return result
+            return
         result.update(registered(answer) if params["state"] == "present" else self._bring_home(params, answer))
-        return result
+
+    def _unregister(self, params, node):
+        """The play was interrupted while the node registered the job: undo
+        the registration there (a job another run holds is left alone),
+        best effort and bounded."""
+        spec = params.get("spec") or {}
+        call, _ = node_job_call(dict(params, state="absent", run=params.get("run") or spec.get("run")), node,
+                                logs=False)
+        grace = spec.get("kill_grace", 10)
+        best_effort(int(grace) + 30, lambda: call_runtime(self, call, runtime=params["runtime"]))
 
     def _bring_home(self, params, answer):
         """The cleanup answer, with the logs it names written to the

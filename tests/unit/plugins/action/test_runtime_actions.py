@@ -5,7 +5,11 @@ carries written to the controller."""
 
 import base64
 import json
+import os
+import signal
 from unittest import mock
+
+import pytest
 
 from ansible_collections.fuzz.multinode.plugins.action.launch_job import ActionModule as LaunchJob
 from ansible_collections.fuzz.multinode.plugins.action.node_job import ActionModule as NodeJob
@@ -23,7 +27,10 @@ class Host:
 
     def execute(self, command, sudoable=True, in_data=None):
         self.commands.append((command, in_data))
-        rc, stdout, stderr = self.answers.pop(0)
+        answer = self.answers.pop(0)
+        if callable(answer):  # something happens while the host works on the command
+            answer = answer()
+        rc, stdout, stderr = answer
         return {"rc": rc, "stdout": stdout, "stderr": stderr}
 
 
@@ -55,6 +62,60 @@ def test_node_job_returns_the_nodes_refusal_without_failing_the_others():
     host = Host((1, "", "multinode-runtime: node-2: cwd /work does not exist\n"))
     result = action(NodeJob, dict(job="hello", spec=SPEC), host).run(task_vars={"inventory_hostname": "node-2"})
     assert result["failed"] and result["refused"] == result["msg"] == "node-2: cwd /work does not exist"
+
+
+@pytest.fixture
+def worker_signals():
+    """Stands in for the Ansible worker's handlers of SIGINT and SIGTERM
+    (which end the worker): the signals they got, in order."""
+    got = []
+    previous = {sig: signal.signal(sig, lambda signum, frame: got.append(signum))
+                for sig in (signal.SIGINT, signal.SIGTERM)}
+    yield got
+    for sig, handler in previous.items():
+        signal.signal(sig, handler)
+
+
+@pytest.mark.parametrize("said", [answer(job="hello", node="node-1", run="r1"),
+                                    (1, "", "multinode-runtime: node-1: cwd /work does not exist\n")],
+                         ids=["registered", "refused"])
+def test_ctrl_c_while_the_node_registers_the_job_unregisters_it_there_then_ends_the_worker(worker_signals, said):
+    """Ctrl-C while the node registers the job (it pulls the image then):
+    the registration is not cut off (the node would finish it all the
+    same, and no play undoes it); once the node has answered, the job of
+    this run is unregistered there, and then the worker gets the signal."""
+    def interrupted():
+        os.kill(os.getpid(), signal.SIGINT)
+        os.kill(os.getpid(), signal.SIGTERM)  # Ansible's main process follows with it
+        assert worker_signals == []  # not yet: the registration goes on
+        return said
+
+    host = Host(interrupted, answer(changed=False, job="hello", killed=0))
+    action(NodeJob, dict(job="hello", run="r1", spec=dict(SPEC, kill_grace=3)), host).run(
+        task_vars={"inventory_hostname": "node-1"})
+    (prepare, _), (cleanup, stdin) = host.commands
+    assert prepare.endswith(" prepare --node node-1")
+    assert cleanup.endswith(" cleanup hello --run r1") and stdin is None
+    assert worker_signals[:1] == [signal.SIGINT]
+
+
+def test_the_playbook_killed_while_the_node_registers_the_job_unregisters_it_there(monkeypatch):
+    """kill -9 of ansible-playbook while the node registers the job: this
+    worker outlives it (a session of its own, a new parent); once the node
+    has answered, the job of this run is unregistered there."""
+    from ansible_collections.fuzz.multinode.plugins.action import node_job
+
+    parents = [4242, 1]  # at the start, then (once the node answered) adopted by init
+    monkeypatch.setattr(node_job.os, "getppid", lambda: parents.pop(0) if len(parents) > 1 else parents[0])
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGALRM)}
+    host = Host(answer(job="hello", node="node-1", run="r1"), answer(changed=False, job="hello", killed=0))
+    result = action(NodeJob, dict(job="hello", run="r1", spec=SPEC), host).run(
+        task_vars={"inventory_hostname": "node-1"})
+    (prepare, _), (cleanup, _) = host.commands
+    assert prepare.endswith(" prepare --node node-1") and cleanup.endswith(" cleanup hello --run r1")
+    assert result["failed"] and result["msg"] == "job hello unregistered on node-1: the playbook process ended"
+    # The worker's handlers are as they were (not ignored: its children would inherit that).
+    assert {sig: signal.getsignal(sig) for sig in handlers} == handlers
 
 
 def test_node_job_writes_the_logs_the_cleanup_answer_carries_and_fetches_the_rest(tmp_path):
