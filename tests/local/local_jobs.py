@@ -116,6 +116,15 @@ def _ns(pid, kind):
         return None
 
 
+def _same_root(pid):
+    """Whether a process's root directory is ours (a container's is not)."""
+    try:
+        theirs, ours = os.stat("/proc/%s/root" % pid), os.stat("/")
+    except OSError:
+        return False
+    return (theirs.st_dev, theirs.st_ino) == (ours.st_dev, ours.st_ino)
+
+
 def _uts_name(pid):
     """The host name of the UTS namespace process `pid` is in (None: gone)."""
     done = subprocess.run(["nsenter", "--target", str(pid), "--uts", "hostname"],
@@ -157,8 +166,8 @@ def job_processes(jobs):
                 for job in jobs:
                     found[job].append(what + " (zombie)")
             continue
-        if mnt != own_mnt:
-            continue  # a container's
+        if mnt != own_mnt and not _same_root(entry):
+            continue  # a container's (a job's sandbox on this machine has our root)
         if uts == own_uts:
             if int(uid.group(1)) == job_uid:
                 for job in jobs:
@@ -171,6 +180,14 @@ def job_processes(jobs):
             if name and belongs_to(name, [job]):
                 found[job].append("%s (host name %s)" % (what, name))
     return found
+
+
+def host_pid(job, pid):
+    """The host pid of a process of the job's sandbox (its ranks' PID
+    namespace) that the job knows as `pid` (its `$$`, `$!`), or None."""
+    from multinode_runtime.sandbox import job_sandbox
+    sandbox = job_sandbox(job)
+    return sandbox.host_pid(int(pid)) if sandbox is not None else None
 
 
 def hosts_blocks():

@@ -59,8 +59,9 @@ def wait_for(path, proc, timeout=240):
 
 
 def kill_and_wait_until_gone(client, sleeper):
-    """SIGKILL the wrapper process `client`; seconds until the remote
-    `sleeper` was gone (None: still there after GONE_WITHIN)."""
+    """SIGKILL the wrapper process `client` (host pids, both); seconds until
+    the remote `sleeper` was gone (None: still there after GONE_WITHIN)."""
+    assert client and sleeper, (client, sleeper)
     killed = time.monotonic()
     os.kill(client, 9)
     while time.monotonic() - killed < GONE_WITHIN:
@@ -98,15 +99,18 @@ def paths(workdir):
         seen["contract"] = {name: (shared / name).read_text() for name in os.listdir(shared)
                             if name.split("-")[0] in CONTRACT}
         if all(seen[key] for key in ("fast_client", "fast_sleep", "slow_client", "slow_sleep")):
-            # Both calls are running: each client has made its call.
+            # Both calls are running: each client has made its call. The
+            # job wrote the pids its sandbox knows them by; this machine's:
+            host = {key: lj.host_pid(JOB, seen[key]) for key in ("fast_client", "fast_sleep", "slow_client",
+                                                                   "slow_sleep")}
+            seen["host_pids"] = host
             for way in ("fast", "slow"):
-                seen[way + "_argv"] = cmdline(seen[way + "_client"])
+                seen[way + "_argv"] = cmdline(host[way + "_client"])
             seen["agent_clients"] = agent_clients()
             seen["wrappers"] = runtime_processes("wrapper")
             seen["connects"] = runtime_processes("connect")
             for way in ("fast", "slow"):
-                seen[way + "_gone"] = kill_and_wait_until_gone(int(seen[way + "_client"]),
-                                                               int(seen[way + "_sleep"]))
+                seen[way + "_gone"] = kill_and_wait_until_gone(host[way + "_client"], host[way + "_sleep"])
             seen["running_after_kills"] = proc.poll() is None
         (shared / "stop").touch()
         try:
@@ -132,7 +136,8 @@ def paths(workdir):
 
 def agent_clients():
     """The pids of the clients the agent directory holds a call of: in each
-    claim of its pool, and of each reply FIFO of a client's own."""
+    claim of its pool, and of each reply FIFO of a client's own (as the
+    clients know themselves, in the job's sandbox)."""
     pids = set()
     for name in (os.listdir(AGENT) if AGENT.exists() else []):
         if name.startswith("pool-") and name.endswith(".claim"):
@@ -171,7 +176,7 @@ def test_a_call_from_the_head_is_made_by_the_agent(paths):
     assert int(paths["slow_client"]) not in paths["agent_clients"], paths["agent_clients"]
     # The one Python wrapper on the machine is the slow call's, and so is
     # the one `connect` (its way to the local launch socket).
-    assert [pid for pid, _ in paths["wrappers"]] == [int(paths["slow_client"])], paths["wrappers"]
+    assert [pid for pid, _ in paths["wrappers"]] == [paths["host_pids"]["slow_client"]], paths["wrappers"]
     assert len(paths["connects"]) == 1, paths["connects"]
 
 

@@ -154,7 +154,7 @@ class Agent:
 
     def client_host_pid(self, pid):
         """The host pid of the client whose own pid is `pid`, or None."""
-        return self.sandbox.host_pid(pid) if self.sandbox else pid
+        return self.sandbox.host_pid(pid, self.user) if self.sandbox else pid
 
     def check(self):
         """On each poll of the supervisor: if the agent process ended before

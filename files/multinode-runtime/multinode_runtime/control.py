@@ -16,6 +16,7 @@ import time
 from . import registry
 from .claims import claim_lease, held_run, holds
 from .errors import RuntimeFailure
+from .sandbox import job_sandbox
 from .spec import load_spec
 
 LOG_CHUNK = 256 << 10  # bytes of the job log one status answer carries at most
@@ -141,8 +142,10 @@ def show(job=None):
     whether it is registered (and its claim's lease), whether its secret
     values are kept here and its host names listed in /etc/hosts, whether
     it has a log directory here, and its logs (text, undecodable bytes
-    replaced): the job log (None: none here) and the others by file name.
-    Without a job: the jobs registered here."""
+    replaced): the job log (None: none here) and the others by file name;
+    and the host pid of its sandbox's PID 1 (None: none here), which a
+    test enters to act as a process of the job. Without a job: the jobs
+    registered here."""
     if job is None:
         return {"jobs": sorted(registry.registered_jobs())}
     directory = os.path.dirname(registry.job_log_path(job))
@@ -151,7 +154,9 @@ def show(job=None):
         with open(os.path.join(directory, name), "rb") as handle:
             logs[name] = handle.read().decode(errors="replace")
     registered = os.path.isdir(registry.job_dir(job))
+    sandbox = job_sandbox(job) if registered else None
     return {"job": job, "run": held_run(job),
+            "sandbox": sandbox.pid if sandbox is not None and sandbox.alive() else None,
             # Anything of its registration: its directory (spec, secrets,
             # pinned namespaces).
             "registered": registered,

@@ -23,6 +23,7 @@ import socket
 from . import containers, host_sandbox, registry
 from .cgroups import run_cgroups
 from .errors import RuntimeFailure
+from .processes import run_as
 
 NSENTER = "/usr/bin/nsenter"
 RECORD_FILE = "sandbox.json"
@@ -90,12 +91,16 @@ class Sandbox:
             os.close(root)
             os.close(mount_ns)
 
-    def host_pid(self, pid):
+    def host_pid(self, pid, user=None):
         """The host pid of the sandbox's process `pid` (as the process
         itself knows it: a wrapper client's `$$`), or None (gone, or not
         the sandbox's). The run's cgroups on this node hold every process
-        of the run here: only those are looked at (else every process)."""
+        of the run here: only those are looked at (else every process).
+        Root without CAP_SYS_PTRACE may not see the PID namespace of the
+        job user's processes: the run's cgroup then vouches for them, or
+        without one `user` (the job user) looks."""
         in_run = run_cgroups(self.job).pids()
+        unseen = []
         for host in sorted(in_run) if in_run else _all_pids():
             levels = _ns_pids(host)
             if len(levels) < 2 or levels[-1] != pid:
@@ -103,11 +108,22 @@ class Sandbox:
             try:
                 if os.stat("/proc/%d/ns/pid" % host).st_ino == self.pid_ns:
                     return host
-            except PermissionError:  # root without CAP_SYS_PTRACE: the run's cgroup vouches for it
+            except PermissionError:
                 if in_run:
                     return host
+                unseen.append(host)
             except OSError:
                 continue
+        if unseen and user is not None:
+            def look(emit):
+                for host in unseen:
+                    try:
+                        if os.stat("/proc/%d/ns/pid" % host).st_ino == self.pid_ns:
+                            emit({"pid": host})
+                    except OSError:
+                        continue
+            records, _ = run_as(user, look)
+            return next((record["pid"] for record in records if "pid" in record), None)
         return None
 
     def has_pid(self, pid):
