@@ -37,3 +37,14 @@ def show(node, job=None):
 def show_on(host, job=None):
     """`show` through a testinfra host."""
     return json.loads(host.check_output(show_command(job)))
+
+
+def in_sandbox(node, job):
+    """The argv prefix that runs a command (as root) inside the job's
+    sandbox on `node`, its PID, mount and IPC namespaces, where every
+    process of the job runs: its /proc shows the job's processes by the
+    pids they know themselves by."""
+    pid = show(node, job)["sandbox"]
+    if not pid:
+        raise AssertionError("job %s has no sandbox on %s" % (job, node))
+    return ["nsenter", "--target", str(pid), "--mount", "--pid", "--ipc", "--"]

@@ -213,8 +213,14 @@ def test_agent_refuses_an_unknown_host_and_fails_the_job(head):
     os.close(reply)
 
 
-@pytest.mark.parametrize("argv, name", [(["j-0", "true"], "j-0"),   # this node: no channel
-                                        (["j-1", "true"], "x-0")])  # not a rank of the job
+def test_a_call_for_a_rank_of_the_agents_own_node_is_forked_there(head):
+    the_agent, _, _ = head
+    here = the_agent.channel_to(SPEC.ranks[0])
+    assert isinstance(here, channel.ForkedCalls)
+    assert the_agent.channel_to(SPEC.ranks[0]) is here  # one for the node, made once
+
+
+@pytest.mark.parametrize("argv, name", [(["j-1", "true"], "x-0")])  # not a rank of the job
 def test_agent_sends_what_it_does_not_make_to_the_slow_path(head, argv, name):
     the_agent, stand_in, client = head
     reply = client(argv, name)
@@ -333,7 +339,7 @@ def read_within(fd, seconds):
 def test_clients_of_a_killed_agent_neither_hang_nor_run_twice(tmp_path, monkeypatch):
     the_agent = start_agent(tmp_path, monkeypatch)
     try:
-        pid, answer = ask(the_agent, ["j-0", "true"])  # this node: the agent answers slow
+        pid, answer = ask(the_agent, ["j-0", "true"], name="x-0")  # no rank's: the agent answers slow
         assert read_within(answer, 10) == b"slow\n"
         os.waitpid(pid, 0)
         os.kill(the_agent.pid, signal.SIGKILL)

@@ -85,7 +85,6 @@ class Agent:
         self.spec, self.user, self.transports = spec, user, transports
         self.node = node or spec.head.node  # the agent's own node
         self.sandbox = job_sandbox(spec.job)
-        self.in_image = self.sandbox is not None and self.sandbox.image is not None
         self.job_log_pipes = set(job_log_pipes)  # (st_dev, st_ino) of pipes relayed into the job log
         self.files = AgentFiles(spec, user)
         self.directory, self.requests_path = self.files.directory, self.files.requests_path
@@ -407,11 +406,11 @@ class Agent:
 
     def channel_to(self, target):
         """The channel to the node of rank `target`, or None (the call takes
-        the slow path). Where the job runs in its image there is no slow
-        path: a call for a rank of this node is forked here, as a hold
-        forks the calls that come over its channel."""
+        the slow path). A call for a rank of this node is forked here, as a
+        hold forks the calls that come over its channel: the job's sandbox
+        has no key to reach its own node over ssh (and an image no ssh)."""
         channel = self.channels.get(target.node)
-        if channel is None and target.node == self.node and self.in_image:
+        if channel is None and target.node == self.node:
             from .launch import serve_call
             channel = ForkedCalls(lambda request: serve_call(self.spec, self.node, request, 1, self.user))
             self.channels[target.node] = channel

@@ -26,7 +26,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 sys.path.insert(0, os.path.join(os.environ["MOLECULE_PROJECT_DIRECTORY"], "molecule", "shared"))
-from held_job import held_run  # noqa: E402  (the held job, quoting-held)
+import node_runtime  # noqa: E402  (what the nodes' runtime holds of a job)
+from held_job import JOB, held_run  # noqa: E402  (the held job, quoting-held)
 
 import fuzz_playbook as user_playbook  # noqa: E402  (run-job.yml as a user runs it)
 
@@ -36,7 +37,8 @@ RANKS = ["0", "1", "2"]
 
 TEXT = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=24)
 
-# Run as part of the held job: in a host name namespace named like rank 0
+# Run as part of the held job: in its sandbox (its PID, mount and IPC
+# namespaces), in a host name namespace named like rank 0
 # (the wrapper knows its job by that name), as the job user, with rank 0's
 # environment (read from /proc, which only the job user may), exec_all - "$@"
 # with the script on stdin. (Root cannot join rank 0's own namespace here:
@@ -93,8 +95,8 @@ def held_job(tmp_path_factory):
 def test_exec_all_arguments_arrive_intact_on_every_rank(held_job, args):
     """What `exec_all - ARGS...` promises: $1, $2, ... are the same values on
     all nodes, byte for byte."""
-    result = docker_exec("-i", HEAD, "unshare", "--uts", "--", "/bin/sh", "-c", AS_RANK0, "sh",
-                         "quoting-held-0", "-c", ENTER_JOB, held_job, *args,
+    result = docker_exec("-i", HEAD, *node_runtime.in_sandbox(HEAD, JOB), "unshare", "--uts", "--",
+                         "/bin/sh", "-c", AS_RANK0, "sh", "quoting-held-0", "-c", ENTER_JOB, held_job, *args,
                          input=PRINT_ARGS.encode())
     assert result.returncode == 0, result.stderr.decode(errors="replace")
     expected = "".join(" :" + arg.encode("utf-8").hex() for arg in args)

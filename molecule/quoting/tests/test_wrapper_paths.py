@@ -24,7 +24,7 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.environ["MOLECULE_PROJECT_DIRECTORY"], "molecule", "shared"))
 import node_runtime  # noqa: E402  (puts the collection on sys.path)
-from held_job import held_run  # noqa: E402  (the held job, quoting-held)
+from held_job import JOB, held_run  # noqa: E402  (the held job, quoting-held)
 
 RUNTIME_PATH = node_runtime.runtime_argv("wrapper")[2]  # the runtime's path on the nodes
 
@@ -35,7 +35,8 @@ WRAPPER = "/multinode/ssh-wrapper"
 GONE_WITHIN = 30  # seconds a killed wrapper's remote command may outlive it
 
 # pidfile, rank name, then python3's arguments: make this process (its pid
-# in pidfile) a process of the rank, as the job user, and run ENTER.
+# in pidfile) a process of the rank, as the job user, and run ENTER (run
+# inside the job's sandbox, wrapper_argv: the pids are the sandbox's).
 AS_RANK = r"""pidfile=$1 name=$2
 shift 2
 echo "$$" >"$pidfile"
@@ -59,7 +60,7 @@ if sys.argv[2] == "read-only":
     os.dup2(os.open("/dev/null", os.O_RDONLY), 1)
 os.execve(CLIENT, [CLIENT] + sys.argv[3:], env)
 """.replace("CLIENT", repr(WRAPPER))
-# Every process of the node: [pid, argv].
+# Every process of the job on the node (run in its sandbox): [pid, argv].
 PROCESSES = """
 import json, os
 found = []
@@ -81,8 +82,8 @@ def docker_exec(*argv, **kwargs):
 
 
 def wrapper_argv(node, rank, env_pid, forward, args, pidfile="/tmp/paths-call.pid"):
-    return [node, "/bin/sh", "-c", AS_RANK, "sh", pidfile, RANK_NAMES[rank], "-c", ENTER,
-            str(env_pid), {False: "0", True: "1"}.get(forward, forward), *args]
+    return [node, *node_runtime.in_sandbox(node, JOB), "/bin/sh", "-c", AS_RANK, "sh", pidfile, RANK_NAMES[rank],
+            "-c", ENTER, str(env_pid), {False: "0", True: "1"}.get(forward, forward), *args]
 
 
 def call(node, rank, env_pid, args, forward=False):
@@ -108,14 +109,16 @@ def wait_for(node, path, timeout=60):
 
 
 def alive(node, pid):
-    done = docker_exec(node, "sh", "-c", 'grep -q "^State:[[:space:]]*[^Z]" /proc/%d/status' % pid)
+    """Whether the job's process `pid` (its sandbox's) lives on `node`."""
+    done = docker_exec(node, *node_runtime.in_sandbox(node, JOB), "sh", "-c",
+                       'grep -q "^State:[[:space:]]*[^Z]" /proc/%d/status' % pid)
     return done.returncode == 0
 
 
 def kill_and_wait_until_gone(client, node, sleeper):
     """SIGKILL the wrapper process `client` on the head; seconds until
     `sleeper` on `node` was gone (None: still there after GONE_WITHIN)."""
-    docker_exec(HEAD, "kill", "-9", str(client))
+    docker_exec(HEAD, *node_runtime.in_sandbox(HEAD, JOB), "kill", "-9", str(client))
     killed = time.monotonic()
     while time.monotonic() - killed < GONE_WITHIN:
         if not alive(node, sleeper):
@@ -151,7 +154,7 @@ def held_calls(held_job):
         seen[way + "_sleep"] = wait_for(node, "/tmp/paths-%s.sleep" % way)
     if all(seen.values()):
         seen["processes"] = dict((pid, argv) for pid, argv in json.loads(
-            docker_exec(HEAD, "python3", "-I", "-c", PROCESSES).stdout))
+            docker_exec(HEAD, *node_runtime.in_sandbox(HEAD, JOB), "python3", "-I", "-c", PROCESSES).stdout))
         for way, node in (("fast", NODES[1]), ("slow", NODES[2])):
             seen[way + "_gone"] = kill_and_wait_until_gone(int(seen[way + "_client"]), node,
                                                            int(seen[way + "_sleep"]))
