@@ -134,13 +134,15 @@ def test_cleanup_brings_the_logs_of_the_ranks_on_this_node_named_by_the_runtime(
 def test_show_says_what_the_node_holds_of_a_job(node, capsys):
     write_log(registry.JOB_LOG_NAME, b"the job\n")
     code, answer, _ = run_cli(capsys, "show", "ja")
+    from multinode_runtime.sandbox import job_sandbox
     assert answer == {"job": "ja", "run": RUN, "registered": True, "claim_lease": 120, "secrets": False,
-                      "hosts_block": True, "log_dir": True, "job_log": "the job\n", "logs": {}}
+                      "hosts_block": True, "log_dir": True, "job_log": "the job\n", "logs": {},
+                      "sandbox": job_sandbox("ja").pid}
     assert run_cli(capsys, "show")[1] == {"jobs": ["ja"]}
     run_cli(capsys, "cleanup", "ja", "--run", RUN)
     held = run_cli(capsys, "show", "ja")[1]
-    assert (held["registered"], held["hosts_block"], held["run"], held["claim_lease"]) == (
-        False, False, None, None)
+    assert (held["registered"], held["hosts_block"], held["run"], held["claim_lease"], held["sandbox"]) == (
+        False, False, None, None, None)
 
 
 def test_the_log_naming_rule_is_the_registrys():

@@ -273,14 +273,13 @@ def test_a_forwarded_call_is_made_by_the_agent_into_the_clients_outputs(head):
     assert head.leftovers() == []
 
 
-@pytest.mark.parametrize("case", ["no agent yet", "forwarding into a socket", "head's own node",
-                                  "not a rank of the job"])
+@pytest.mark.parametrize("case", ["no agent yet", "forwarding into a socket", "not a rank of the job"])
 def test_the_python_wrapper_makes_the_calls_the_agent_does_not(head, case):
     """Before the agent is up (no request FIFO), with forwarding on into a
-    socket (which the agent cannot open again), to a rank on the head's own
-    node (no channel) or from a caller that is no rank of the job (the agent
-    answers "slow"): the client runs the Python wrapper with exactly its own
-    arguments and exits with its status."""
+    socket (which the agent cannot open again) or from a caller that is no
+    rank of the job (the agent answers "slow"): the client runs the Python
+    wrapper with exactly its own arguments and exits with its status. (A
+    call to a rank on the head's own node is the agent's: it forks it.)"""
     if case != "no agent yet":
         head.start_agent()
     target = "j-0" if case == "head's own node" else "j-1"
