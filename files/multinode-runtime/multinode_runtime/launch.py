@@ -113,14 +113,15 @@ def hold(spec, node, out, with_agent=False):
     running on this node. Answers READY once in place, then carries the
     job's wrapper calls to this node (channel.py) until the connection
     closes, or the job's teardown stops it. The head's hold (`with_agent`)
-    also runs the node's agent while the job runs in its image here
-    (worker_agent.py)."""
+    on another node also runs that node's agent (worker_agent.py): the
+    job's processes there make their wrapper calls through it, as there is
+    no key in their sandbox (and no runtime in an image)."""
     namespace = enter_rank_namespace(spec.job, spec.job)
     join_run_group(spec)  # the calls it forks are born in the run's cgroup
     user = job_user(spec)  # once for every call
     widen_pipe(out)  # forwarded output of the calls moves in large chunks
     agent = None
-    if with_agent:
+    if with_agent and node != spec.head.node:  # the head's agent is the supervisor's (a task array's hold there)
         agent = WorkerAgent(spec, user, node)
         agent.start()
     try:

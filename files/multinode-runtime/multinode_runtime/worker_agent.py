@@ -1,7 +1,7 @@
 """A worker node's agent: the wrapper calls that ranks on a worker make
-from inside the job's image, where there is no Python wrapper and no ssh
-client to fall back on (Open MPI's tree spawn: an orted on a worker starts
-the next ones).
+(Open MPI's tree spawn: an orted on a worker starts the next ones), from
+the run's sandbox, where there is no key to reach a node over ssh (and in
+an image no Python wrapper or ssh client to fall back on).
 
 It is the head's agent (agent.py; the same sh client and agent directory)
 with two differences: it is started by the head's hold on the node
