@@ -67,6 +67,16 @@ def test_a_missing_cwd_is_reported_and_nothing_runs(shell, tmp_path):
 
 
 @pytest.mark.parametrize("shell", SHELLS)
+def test_a_command_that_is_not_there_to_run_is_reported_and_nothing_runs(shell, tmp_path):
+    (tmp_path / "plain").write_text("echo ran\n")
+    assert enter(shell, str(tmp_path), str(tmp_path / "none")) == (127, "", "exec missing\n")
+    assert enter(shell, str(tmp_path), str(tmp_path / "plain")) == (127, "", "exec denied\n")
+    assert enter(shell, str(tmp_path), str(tmp_path)) == (127, "", "exec denied\n")  # a directory
+    assert enter(shell, str(tmp_path), "fmn-no-such-program") == (127, "", "exec missing\n")
+    assert enter(shell, str(tmp_path), "echo", "ran") == (0, "ran\n", "ok\n")  # found on PATH
+
+
+@pytest.mark.parametrize("shell", SHELLS)
 def test_the_exit_status_is_the_commands(shell, tmp_path):
     assert enter(shell, str(tmp_path), "sh", "-c", "exit 7")[0] == 7
 

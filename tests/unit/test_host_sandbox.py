@@ -124,3 +124,27 @@ def test_a_rank_started_in_the_sandbox_is_running_when_its_start_returns(runtime
         child.wait()
     finally:
         remove_sandbox("j")
+
+
+@pytest.mark.parametrize("program, message", [
+    ("/opt/fmn/none", "cannot run '/opt/fmn/none': No such file or directory"),
+    ("fmn-no-such-program", "rank 0 (j-0): command not found: fmn-no-such-program"),
+])
+def test_a_rank_whose_command_is_not_there_fails_its_start_naming_it(runtime_state, program, message):
+    import pwd
+
+    from multinode_runtime.errors import RuntimeFailure
+    from multinode_runtime.execution import spawn_rank
+    from multinode_runtime.sandbox import place_job, remove_sandbox
+    from multinode_runtime.spec import JobSpec
+    spec = JobSpec.from_dict({"job": "j", "run": "r1", "execution": "host",
+                              "ranks": [{"rank": 0, "name": "j-0", "node": "n1"}]})
+    os.makedirs(registry.job_dir("j"))
+    sandbox = place_job(spec, "n1")
+    try:
+        with pytest.raises(RuntimeFailure) as info:
+            spawn_rank(spec, spec.ranks[0], pwd.getpwnam("nobody"), [program], {"PATH": "/usr/bin:/bin"},
+                       sandbox, subprocess.DEVNULL, subprocess.DEVNULL)
+        assert str(info.value) == message
+    finally:
+        remove_sandbox("j")

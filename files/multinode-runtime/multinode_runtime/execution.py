@@ -32,11 +32,23 @@ def spawn_rank(spec, rank, user, argv, env, sandbox, stdout, stderr):
     finally:
         os.close(report_w)
     with os.fdopen(report_r, "rb") as report:
-        failed = report.readline() == b"cwd\n"  # or "ok": in the cwd (nothing: nsenter failed, and says so)
-    if failed:
+        reported = report.readline()  # "ok": it runs (nothing: nsenter failed, and says so)
+    if reported == b"cwd\n":
         child.wait()
         raise RuntimeFailure(_cwd_failure(spec, rank, user, sandbox))
+    if reported.startswith(b"exec "):
+        child.wait()
+        raise RuntimeFailure(_exec_failure(rank, argv[0], reported == b"exec denied\n"))
     return child
+
+
+def _exec_failure(rank, program, denied):
+    """The command is not there to run (said as where it would be looked up
+    on the bare host too)."""
+    if "/" in program:
+        return "cannot run %r: %s" % (program, "Permission denied" if denied else "No such file or directory")
+    who = "task %s" % rank.name if rank.is_task else "rank %d (%s)" % (rank.rank, rank.name)
+    return "%s: command not found: %s" % (who, program)
 
 
 def _cwd_failure(spec, rank, user, sandbox):

@@ -32,10 +32,16 @@ CLONE_NEWNS = 0x00020000
 _libc = ctypes.CDLL(None, use_errno=True)
 
 # The cwd is entered by the job user inside the sandbox: never a path root
-# follows. Whether it could is reported on its stdin (a pipe of the
-# launcher's, which nsenter holds open too; the command's own stdin is
-# /dev/null): the launcher then says why not (execution.py).
-ENTER_SCRIPT = 'cd -- "$1" 2>/dev/null || { echo cwd >&0; exit 1; }; echo ok >&0; exec </dev/null; shift; exec "$@"'
+# follows. Whether it could, and whether the command is there to run, is
+# reported on its stdin (a pipe of the launcher's, which nsenter holds open
+# too; the command's own stdin is /dev/null): the launcher then says why
+# not (execution.py).
+ENTER_SCRIPT = (
+    'cd -- "$1" 2>/dev/null || { echo cwd >&0; exit 1; }; shift; '
+    'case $1 in */*) if [ ! -e "$1" ]; then r=missing; elif [ -f "$1" ] && [ -x "$1" ]; then r=; else r=denied; fi ;; '
+    '*) if command -v -- "$1" >/dev/null; then r=; else r=missing; fi ;; esac; '
+    '[ -z "$r" ] || { echo "exec $r" >&0; exit 127; }; echo ok >&0; exec </dev/null; exec "$@"'
+)
 
 
 def record_path(job):
