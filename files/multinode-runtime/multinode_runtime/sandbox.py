@@ -100,26 +100,27 @@ class Sandbox:
     def host_pid(self, pid, user=None):
         """The host pid of the sandbox's process `pid` (as the process
         itself knows it: a wrapper client's `$$`), or None (gone, or not
-        the sandbox's). The run's cgroups on this node hold every process
-        of the run here: only those are looked at (else every process).
-        Root without CAP_SYS_PTRACE may not see the PID namespace of the
-        job user's processes: the run's cgroup then vouches for them, or
-        without one `user` (the job user) looks."""
+        the sandbox's). The run's processes here are in its cgroups: those
+        are looked at first, then every other process. Root without
+        CAP_SYS_PTRACE may not see the PID namespace of the job user's
+        processes: the run's cgroup then vouches for them, or `user` (the
+        job user) looks."""
         in_run = run_cgroups(self.job).pids()
         unseen = []
-        for host in sorted(in_run) if in_run else _all_pids():
-            levels = _ns_pids(host)
-            if len(levels) < 2 or levels[-1] != pid:
-                continue
-            try:
-                if os.stat("/proc/%d/ns/pid" % host).st_ino == self.pid_ns:
-                    return host
-            except PermissionError:
-                if in_run:
-                    return host
-                unseen.append(host)
-            except OSError:
-                continue
+        for candidates, vouched in ((sorted(in_run), True), ([p for p in _all_pids() if p not in in_run], False)):
+            for host in candidates:
+                levels = _ns_pids(host)
+                if len(levels) < 2 or levels[-1] != pid:
+                    continue
+                try:
+                    if os.stat("/proc/%d/ns/pid" % host).st_ino == self.pid_ns:
+                        return host
+                except PermissionError:
+                    if vouched:
+                        return host
+                    unseen.append(host)
+                except OSError:
+                    continue
         if unseen and user is not None:
             def look(emit):
                 for host in unseen:
