@@ -13,6 +13,7 @@ podman), no mount the job added, no rank host names in /etc/hosts, no
 registration. Tests run in file order; each judges its own job.
 """
 
+import base64
 import concurrent.futures
 import json
 import os
@@ -24,6 +25,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 sys.path.insert(0, os.path.join(os.environ["MOLECULE_PROJECT_DIRECTORY"], "molecule", "shared"))
 import node_runtime  # noqa: E402  (what the nodes' runtime holds of a job)
@@ -173,13 +175,14 @@ def localized(fuzzfile, dest):
 
 # -- running jobs like a user ----------------------------------------------------
 
-def run_job(fuzzfile, logs, jobs=None):
-    """run-job.yml to the end (Ctrl-C after PLAYBOOK_TIMEOUT); records what
-    was left on the nodes (of `jobs`, default the one job) the moment it
-    returned, the registry's requests during the run and the nodes' image
-    stores before it."""
+def run_job(fuzzfile, logs, jobs=None, job=None, args=()):
+    """run-job.yml to the end (Ctrl-C after PLAYBOOK_TIMEOUT), for the
+    whole workflow or `job`, with more ansible-playbook `args`; records
+    what was left on the nodes (of `jobs`, default the one job) the moment
+    it returned, the registry's requests during the run and the nodes'
+    image stores before it."""
     before, log_before = snapshot(), registry_log()
-    argv, env = user_playbook.playbook(fuzzfile, logs)
+    argv, env = user_playbook.playbook(fuzzfile, logs, job, args=args)
     rc, output, seconds = user_playbook.run_with_timeout(argv, env, PROJECT, PLAYBOOK_TIMEOUT, grace=120)
     name = Path(fuzzfile).stem
     run = user_playbook.JobRun(name, logs, rc, output, seconds, leftovers(jobs or name, before))
@@ -316,6 +319,41 @@ def test_every_rank_runs_in_the_image_as_the_job_user(job_run):
     assert run.leftovers == NOTHING, run
 
 
+def cpu_count(cpu_list):
+    """How many CPUs a kernel CPU list such as 0-3,6 names."""
+    return sum(int(high or low) - int(low) + 1
+               for low, _, high in (part.partition("-") for part in cpu_list.split(",")))
+
+
+def job_cgroups(node, job):
+    """The cgroups of `job` still on the node (its ranks' groups and the run's
+    group are named after the job and its ranks), in the runtime's private
+    cgroup v1 mounts and in the node's cgroup file system."""
+    return on_node(node, "find %s /sys/fs/cgroup -name '%s*' 2>/dev/null; true" % (
+        PRIVATE_MOUNT % "*", job)).split()
+
+
+def test_resource_limits_apply_to_the_ranks_in_their_image(job_run):
+    """resource: 1 core and 64 MiB, in the Debian image on 2 nodes: each
+    rank is allowed exactly one CPU (nproc, the kernel's list), and rank 1,
+    which holds 200 MiB, is killed by the kernel (status 128 + 9), which
+    fails the job naming it; no cgroup of the job is left."""
+    run = job_run("tests/fuzzfiles/containers/resources-in-image.yml")
+    assert run.rc != 0, run
+    allowed = {}
+    for line in run.lines():
+        found = re.fullmatch(r"rank (\d): image=debian nproc=(\d+) Cpus_allowed_list:\s+(\S+)", line)
+        if found:
+            allowed[int(found.group(1))] = (int(found.group(2)), cpu_count(found.group(3)))
+    assert allowed == {0: (1, 1), 1: (1, 1)}, run
+    assert ("rank 1 (resources-in-image-1 on %s) exited with status 137" % NODES[1]
+            in " ".join(run.failure_message().split())), run
+    assert "held 200 MiB" not in run.log(), run
+    assert summary(run).endswith("in image " + DEBIAN), run
+    assert run.leftovers == NOTHING, run
+    assert {node: job_cgroups(node, run.job) for node in NODES[:2]} == {node: [] for node in NODES[:2]}
+
+
 # -- Open MPI in its image across the 4 nodes, tree spawn included ---------------------
 
 def test_openmpi_tree_spawn_in_the_image_across_four_nodes(job_run):
@@ -402,6 +440,133 @@ def test_a_failed_pull_fails_the_job_before_any_rank_starts(pull_failures, job):
 
 def test_failed_pulls_leave_nothing(pull_failures):
     assert pull_failures.leftovers == NOTHING, pull_failures
+
+
+# -- a private image: image.secret ---------------------------------------------------------
+
+# prepare.yml's private registry (it asks for credentials) and the value of
+# secret://user/registry, as a user keeps it (-e @FILE, 0600).
+PRIVATE = "docker://%s/%s" % (IMAGES["private_registry"], IMAGES["private_image"])
+PRIVATE_SECRETS = EPHEMERAL / "registry-secrets.yml"
+PRIVATE_LOG = "/var/log/fmn-private-registry.log"  # in the registry container
+PRIVATE_JOBS = ["private-image", "private-image-without-secret"]
+
+
+def private_credentials():
+    """(username, password) of the private registry."""
+    value = yaml.safe_load(PRIVATE_SECRETS.read_text())["fuzz_multinode_secrets"]["user/registry"]
+    return value["username"], value["password"]
+
+
+def private_requests():
+    """The private registry's access log so far: [(client, method, path, status)]."""
+    found = [ACCESS.match(line) for line in on_node(REGISTRY, "cat %s" % PRIVATE_LOG).splitlines()]
+    return [m.groups() for m in found if m]
+
+
+def secret_forms(username, password):
+    """The password, and the user:password pair as an auth file holds it."""
+    return [password, base64.b64encode(("%s:%s" % (username, password)).encode()).decode()]
+
+
+def run_private(fuzzfile, logs, secrets, job=None):
+    """The private-image workflow (or one `job` of it) with the credentials
+    file `secrets`, at -vvv; also what the private registry answered."""
+    before = private_requests()
+    run = run_job(fuzzfile, logs, jobs=[job] if job else PRIVATE_JOBS, job=job,
+                  args=("-e", "@%s" % secrets, "-vvv"))
+    run.private_requests = private_requests()[len(before):]
+    return run
+
+
+@pytest.fixture(scope="module")
+def private_runs(tmp_path_factory):
+    """private-image with the right credentials; then, its image cached on
+    both nodes, the whole workflow with a wrong password: {"right": run,
+    "wrong": run}, and the wrong password."""
+    directory = tmp_path_factory.mktemp("private")
+    fuzzfile = directory / "private-image.yml"
+    fuzzfile.write_text((FUZZFILES / "containers" / "private-image.yml").read_text()
+                        .replace("PRIVATE_REGISTRY", IMAGES["private_registry"]))
+    right = run_private(fuzzfile, directory / "right", PRIVATE_SECRETS, job="private-image")
+    username, password = private_credentials()
+    wrong_password = "wr0ng-" + password[::-1]
+    wrong_secrets = directory / "wrong-secrets.yml"
+    wrong_secrets.touch(mode=0o600)
+    wrong_secrets.write_text(yaml.safe_dump({"fuzz_multinode_secrets": {
+        "user/registry": {"username": username, "password": wrong_password}}}))
+    wrong = run_private(fuzzfile, directory / "wrong", wrong_secrets)
+    return {"right": right, "wrong": wrong, "wrong_password": wrong_password}
+
+
+def test_a_private_image_runs_with_its_image_secret(private_runs):
+    """The nodes pull the image with the credentials the job's image.secret
+    names, and both ranks run in it (the file only it has); the registry
+    served them only after they gave the credentials."""
+    run = private_runs["right"]
+    assert run.rc == 0, run
+    assert sorted(run.lines()) == ["private-image-%d: private image of the test registry" % r for r in (0, 1)], run
+    assert summary(run).endswith("in image " + PRIVATE), run
+    served = {address for address, method, path, status in run.private_requests
+              if method == "GET" and path.startswith("/v2/site/private/manifests/") and status == "200"}
+    assert served == {network_address(NETWORK, node) for node in NODES[:2]}, run.private_requests
+    assert run.leftovers == NOTHING, run
+
+
+def test_the_registry_credentials_are_shown_nowhere_and_left_on_no_node(private_runs):
+    """Neither the password nor the user:password an auth file holds is in
+    the playbook's output (-vvv) or any fetched log, of the run with the
+    right credentials or the wrong ones; no node keeps an auth file or
+    either form anywhere the runtime writes."""
+    username, password = private_credentials()
+    forms = secret_forms(username, password) + secret_forms(username, private_runs["wrong_password"])
+    for run in (private_runs["right"], private_runs["wrong"]):
+        assert "<fmn-containers-node-1> EXEC" in run.output  # -vvv, as asked
+        assert not [form for form in forms if form in run.output], run
+        for path in run.logs.rglob("*"):
+            if path.is_file():
+                text = path.read_text(errors="replace")
+                assert not [form for form in forms if form in text], path
+    for node in NODES:
+        assert on_node(node, "find %s -name %s" % (node_runtime.registry.STATE_DIR, "auth.json")) == "", node
+        found = docker("exec", node, "grep", "-rlF", *[arg for form in forms for arg in ("-e", form)],
+                       node_runtime.registry.STATE_DIR, node_runtime.registry.LOG_DIR, "/var/lib/fuzz-multinode",
+                       "/tmp", "/etc")
+        assert found.returncode == 1, (node, found.stdout, found.stderr)
+
+
+def test_wrong_credentials_are_refused_though_the_image_is_cached(private_runs):
+    """With a wrong password the job fails before any rank starts, naming
+    node, image and the refusal, although both nodes hold the image: the
+    registry is asked, and gives nothing."""
+    run = private_runs["wrong"]
+    cached = PRIVATE[len("docker://"):]
+    assert all(any(cached in line for line in run.stores_before[node]) for node in NODES[:2]), run.stores_before
+    assert run.rc != 0, run
+    message = " ".join(run.failure_message().split())
+    said = re.search(r"private-image FAILED[^;]*", message)
+    assert said and re.search(r"node fmn-containers-node-[12] cannot pull image %s: the registry refused the "
+                              r"credentials \(podman: " % re.escape(PRIVATE), said.group(0)), message
+    assert "private image of the test registry" not in run.output, run
+    assert not [log for log in run.logs.rglob("*.log") if "private image" in log.read_text()], run
+    assert {address for address, _, _, status in run.private_requests if status == "401"} == {
+        network_address(NETWORK, node) for node in NODES[:2]}, run.private_requests
+    assert not [request for request in run.private_requests if request[3] == "200" and "/site/private/" in request[2]]
+    assert run.leftovers == NOTHING, run
+
+
+def test_a_job_without_the_secret_is_refused_the_cached_private_image(private_runs):
+    """The same image, cached on both nodes since a job pulled it with
+    credentials, named by a job without image.secret: the registry is asked
+    without credentials and refuses; no rank ran."""
+    run = private_runs["wrong"]
+    message = " ".join(run.failure_message().split())
+    said = re.search(r"private-image-without-secret FAILED[^;]*", message)
+    assert said and re.search(r"node fmn-containers-node-[12] cannot pull image %s: the registry refused access "
+                              r"without credentials \(the job has no image.secret\)" % re.escape(PRIVATE),
+                              said.group(0)), message
+    # (The output shows the job's command, at -vvv: only its logs can say it ran.)
+    assert not [log for log in run.logs.rglob("*.log") if "a rank ran" in log.read_text()], run
 
 
 # -- a failing rank, a timeout, Ctrl-C: nothing left behind -------------------------------
