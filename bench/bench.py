@@ -8,6 +8,7 @@ bench/jobs.yml; everything goes through run-job.yml, the wrapper and the
 job's environment, as a user's job does."""
 
 import argparse
+import hashlib
 import json
 import os
 import re
@@ -19,6 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import yaml
+
 TOP = Path(__file__).resolve().parent.parent
 BENCH = TOP / "bench"
 CLUSTER = "fmn-bench"
@@ -26,6 +29,15 @@ NODES = 9
 JOB_USER = "fuzz"  # the node role's default job user (the bench keeps it)
 LINES = 500_000  # per file, as bench/driver.py sends them
 LINE_BYTES = 100
+# The image of the container rows: the Debian minbase of scripts/build-test-
+# images with python3 (bench/driver.py's), built here with Debian's archive
+# (no registry) and loaded into every node's Podman store under this name,
+# which the jobs' image URI names: cached, as the rows require.
+IMAGE_REPO = "localhost/fmn-bench-python"
+IMAGE_RECIPE = ("apt-get update -qq && apt-get install -y -qq --no-install-recommends python3 >/dev/null"
+                " && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin")
+IMAGE_BUILDER = CLUSTER + "-image-build"
+IMAGE_ARCHIVE = "/tmp/fmn-bench-image.tar"  # on a node, while it is loaded
 
 # Run on the streams job's rank 1 node: files 0..N-1 of bench/driver.py's lines.
 WRITE_LINES_FILES = """\
@@ -55,6 +67,23 @@ jobs in local mode on this machine too (the 4-rank row).
     trivial 4-rank local-mode job   vs ansible localhost -m command   <= 3x
     Open MPI mpi_hello_world, 2     vs the same with plain ssh        <= 1.1x
       nodes, wrapper as rsh agent
+
+  rows of jobs in their images (fuzz_multinode_execution=container), each
+  beside the same job on the bare host (=host), in the same run:
+    trivial job, 9 hosts, in its    vs the same job on the bare host  <= +1.0 s
+      image (cached on every node)     (added seconds per job start; the
+                                       nodes start their containers in
+                                       parallel)
+    one warm wrapper call into a    vs the same call on the bare host <= 1.2x
+      running rank container
+    8 wrapper calls at once into    vs the same on the bare host      <= 1.2x
+      rank containers
+  Their image is Debian minbase (scripts/build-test-images) with python3,
+  for bench/driver.py; it is built once (Debian's archive, no registry) and
+  loaded into every node's Podman store before they are measured. The node
+  role prepares the nodes again when the execution mode changes (its
+  fingerprint holds the mode), so each mode's samples are taken together,
+  after one uncounted run in that mode.
 """
 
 
@@ -71,8 +100,11 @@ def median(samples):
 
 
 class Bench:
-    def __init__(self, image, reps, job_reps, work):
+    def __init__(self, image, job_image, reps, job_reps, work):
         self.image = image
+        self.job_image = job_image  # the container rows' (bench_image), None without them
+        self.execution = "host"  # the mode the nodes were last prepared for
+        self.job_image_loaded = False
         self.reps = reps
         self.job_reps = job_reps
         self.work = work
@@ -133,12 +165,35 @@ class Bench:
         # The streams job's rank 1 is the second host: its lines files.
         docker("exec", self.nodes[1], "python3", "-I", "-c", WRITE_LINES_FILES, str(self.job_reps + 1))
 
+    def load_job_image(self):
+        """The container rows' image into every node's Podman store (once;
+        a node that has it, kept by --keep-cluster, is left as it is)."""
+        if self.job_image_loaded:
+            return
+        started = time.monotonic()
+        archive = self.work / "image.tar"
+        for node in self.nodes:
+            if docker("exec", node, "podman", "image", "exists", self.job_image, check=False).returncode == 0:
+                continue
+            if not archive.exists():
+                docker("save", "-o", str(archive), self.job_image)
+            docker("cp", str(archive), node + ":" + IMAGE_ARCHIVE)
+            docker("exec", node, "sh", "-c", 'podman load --quiet --input "$1" >/dev/null && rm -f "$1"',
+                   "-", IMAGE_ARCHIVE)
+            docker("exec", node, "podman", "image", "exists", self.job_image)
+        say("  %s in every node's Podman store (%.1f s)" % (self.job_image, time.monotonic() - started))
+        self.job_image_loaded = True
+
     def write_fuzzfile(self):
-        """bench/jobs.yml with --reps in the driver jobs' BENCH_REPS."""
+        """bench/jobs.yml with --reps in the driver jobs' BENCH_REPS, the
+        container rows' image, and bench/driver.py as the file `driver`."""
         text = (BENCH / "jobs.yml").read_text()
         text = text.replace("BENCH_REPS=20", "BENCH_REPS=%d" % self.reps)
         text = text.replace("BENCH_REPS=3", "BENCH_REPS=%d" % self.job_reps)
-        self.fuzzfile.write_text(text)
+        text = text.replace("BENCH_IMAGE", self.job_image or IMAGE_REPO + ":unbuilt")
+        workflow = yaml.safe_load(text)
+        workflow["files"]["driver"] = (BENCH / "driver.py").read_text()
+        self.fuzzfile.write_text(yaml.safe_dump(workflow, sort_keys=False, width=1000))
 
     # -- running things ----------------------------------------------------------------
 
@@ -156,19 +211,34 @@ class Bench:
             raise Failed("%s failed (exit %d); the end of %s:\n%s" % (what, done.returncode, self.output, tail))
         return took
 
-    def run_job(self, job, local=False):
+    def run_job(self, job, local=False, execution="host"):
         argv = ["ansible-playbook", str(TOP / "run-job.yml"), "-e", "fuzzfile=%s" % self.fuzzfile,
-                "-e", "job=%s" % job, "-e", "log_dir=%s" % self.logs, "-e", "fuzz_multinode_execution=host"]
-        return self.timed("job " + job, argv if local else argv + ["-i", str(self.inventory)])
+                "-e", "job=%s" % job, "-e", "log_dir=%s" % self.logs,
+                "-e", "fuzz_multinode_execution=%s" % execution]
+        return self.timed("job %s (%s)" % (job, execution), argv if local else argv + ["-i", str(self.inventory)])
+
+    def prepared_for(self, execution):
+        """Have the nodes prepared for `execution`: the node role prepares
+        them again when the mode changes, which one uncounted run does."""
+        if execution != self.execution:
+            say("  preparing the nodes for fuzz_multinode_execution=%s (not counted): %.1f s" % (
+                execution, self.run_job("trivial-image", execution=execution)))
+            self.execution = execution
+
+    def modes(self):
+        """Both execution modes, the nodes' present one first (one change)."""
+        return sorted(("host", "container"), key=lambda mode: mode != self.execution)
 
     def ad_hoc(self, local=False):
         argv = ["ansible", "localhost"] if local else ["ansible", "multinode", "-i", str(self.inventory)]
         return self.timed("ansible -m command -a true", argv + ["-m", "command", "-a", "true"])
 
     def driver_result(self, job):
-        for line in (self.logs / (job + ".log")).open("rb"):
-            if line.startswith(b"bench-result "):
-                return json.loads(line[len(b"bench-result "):])
+        """The job's last bench-result line (a job that runs twice in one
+        bench writes the same log again)."""
+        results = [line for line in (self.logs / (job + ".log")).open("rb") if line.startswith(b"bench-result ")]
+        if results:
+            return json.loads(results[-1][len(b"bench-result "):])
         raise Failed("job %s printed no bench-result line (log: %s)" % (job, self.logs / (job + ".log")))
 
     def forwarded_lines(self):
@@ -200,6 +270,7 @@ class Bench:
         rows, checks, intact = [], [], True
         for name in ROWS:
             if name in rows_wanted:
+                say(load())
                 more_rows, more_checks, more_intact = getattr(self, "measure_" + name)()
                 rows += more_rows
                 checks += more_checks
@@ -252,6 +323,34 @@ class Bench:
         return [("trivial 4-rank local-mode job", "s", median(job), median(ad_hoc),
                  "ansible localhost -m command", "<=", 3.0)], [], True
 
+    def measure_container_start(self):
+        reps = max(5, self.job_reps)
+        say("trivial job through run-job.yml on 9 hosts in its image (cached on every node) beside the same "
+            "on the bare host (%d each)" % reps)
+        self.load_job_image()
+        took = {}
+        for execution in self.modes():
+            self.prepared_for(execution)
+            took[execution] = [self.run_job("trivial-image", execution=execution) for _ in range(reps)]
+            say("  %s: %s s" % (execution, " ".join("%.2f" % t for t in took[execution])))
+        return [("trivial job, 9 hosts, in its image", "s", median(took["container"]), median(took["host"]),
+                 "the same on the bare host", "+<=", 1.0)], [], True
+
+    def measure_container_calls(self):
+        say("wrapper calls into running rank containers beside the same on the bare host (job wrapper-calls, "
+            "%d repetitions)" % self.reps)
+        self.load_job_image()
+        calls = {}
+        for execution in self.modes():
+            self.prepared_for(execution)
+            self.run_job("wrapper-calls", execution=execution)
+            calls[execution] = self.driver_result("wrapper-calls")
+        container, host = calls["container"], calls["host"]
+        return [("one warm wrapper call, in its image", "ms", 1000 * median(container["wrapper_1"]),
+                 1000 * median(host["wrapper_1"]), "the same on the bare host", "<=", 1.2),
+                ("8 wrapper calls at once, in its image", "ms", 1000 * median(container["wrapper_8"]),
+                 1000 * median(host["wrapper_8"]), "the same on the bare host", "<=", 1.2)], [], True
+
 
 # --rows: the names of the row groups, in the order they are measured.
 ROWS = {
@@ -259,20 +358,54 @@ ROWS = {
     "forward": "forwarded output (the streams job)",
     "job": "trivial job on 9 hosts",
     "local": "trivial 4-rank local-mode job",
+    "container-start": "trivial job on 9 hosts in its image, beside the bare host",
+    "container-calls": "wrapper calls into rank containers, beside the bare host",
 }
+# The row groups whose jobs run in the bench's image.
+IMAGE_ROWS = ("container-start", "container-calls")
 
 
 def table(rows):
     lines = ["| measured | median | baseline | median | ratio | target | met |",
              "|---|---:|---|---:|---:|---:|---|"]
     for title, unit, measured, baseline, baseline_title, direction, target in rows:
-        ratio = measured / baseline
-        met = ratio <= target if direction == "<=" else ratio >= target
         number = "%.0f %s" if unit == "ms" or unit == "MB/s" else "%.1f %s"
-        lines.append("| %s | %s | %s | %s | %.2fx | %s %.1fx | %s |" % (
-            title, number % (measured, unit), baseline_title, number % (baseline, unit), ratio, direction, target,
+        if direction == "+<=":  # a difference, in the row's unit
+            added = measured - baseline
+            met = added <= target
+            compared, goal = "%+.2f %s" % (added, unit), "<= %+.1f %s" % (target, unit)
+        else:
+            ratio = measured / baseline
+            met = ratio <= target if direction == "<=" else ratio >= target
+            compared, goal = "%.2fx" % ratio, "%s %.1fx" % (direction, target)
+        lines.append("| %s | %s | %s | %s | %s | %s | %s |" % (
+            title, number % (measured, unit), baseline_title, number % (baseline, unit), compared, goal,
             "yes" if met else "no"))
     return "\n".join(lines)
+
+
+def load():
+    return "load average %.2f %.2f %.2f" % os.getloadavg()
+
+
+def bench_image():
+    """The container rows' image (IMAGE_REPO:tag, the tag a hash of its
+    recipe and base), built unless Docker has it."""
+    built = subprocess.run([str(TOP / "scripts" / "build-test-images")], stdout=subprocess.PIPE, check=False)
+    if built.returncode != 0:
+        raise Failed("scripts/build-test-images failed (exit %d)" % built.returncode)
+    base = dict(line.split(" ", 1) for line in built.stdout.decode().splitlines())["debian"]
+    image = "%s:%s" % (IMAGE_REPO, hashlib.sha256((base + "\n" + IMAGE_RECIPE).encode()).hexdigest()[:12])
+    if docker("image", "inspect", image, check=False).returncode == 0:
+        return image
+    say("building %s: %s and python3 from Debian's archive" % (image, base))
+    docker("rm", "-f", IMAGE_BUILDER, check=False)
+    try:
+        docker("run", "--name", IMAGE_BUILDER, base, "sh", "-c", IMAGE_RECIPE)
+        docker("commit", IMAGE_BUILDER, image)
+    finally:
+        docker("rm", "-f", IMAGE_BUILDER, check=False)
+    return image
 
 
 def docker(*args, check=True, input=None):
@@ -308,14 +441,18 @@ def main():
     # SIGTERM ends the bench like Ctrl-C: through the finally that removes the cluster.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(143))
     work = Path(tempfile.mkdtemp(prefix="fmn-bench-"))
-    bench = Bench(image, args.reps, args.job_reps, work)
     started = time.monotonic()
     status = 1
+    bench = Bench(image, None, args.reps, args.job_reps, work)
+    say(load())
     try:
+        if any(name in IMAGE_ROWS for name in rows_wanted):
+            bench.job_image = bench_image()
         bench.create_cluster(reuse=args.keep_cluster)
         bench.write_fuzzfile()
         bench.prepare()
         rows, checks, intact = bench.measure(rows_wanted)
+        say(load())
         print()
         print(table(rows))
         print()

@@ -4,6 +4,9 @@ times the wrapper beside plain OpenSSH to the same nodes, in the same job.
     python3 driver.py latency KEY REPS   wrapper calls (one, eight at once)
                                          and Open MPI, wrapper vs ssh
     python3 driver.py streams KEY REPS   forwarded output vs ssh into a file
+    python3 driver.py wrapper REPS       the wrapper calls of latency alone
+                                         (what a job in an image with
+                                         python3 but no ssh can time)
 
 KEY is a private key the bench authorized for the job user on every node
 (the baseline's own, so that the baseline does not borrow the collection's
@@ -34,14 +37,18 @@ def bench_line(rep, n):
 
 
 class Nodes:
-    """The job's ranks, the wrapper, and a plain ssh with the bench's key,
-    multiplexed (one master per node, opened before timing) or not."""
+    """The job's ranks, the wrapper, and (given a key) a plain ssh with the
+    bench's key, multiplexed (one master per node, opened before timing) or
+    not."""
 
-    def __init__(self, key):
+    def __init__(self, key=None):
         self.wrapper = os.environ["MULTINODE_SSH_WRAPPER"]
         self.ranks = os.environ["MULTINODE_HOSTLIST_NOSLOTS"].split(",")
         self.workers = self.ranks[1:]
         self.tmp = tempfile.mkdtemp(prefix="fmn-bench-")
+        self.ssh_plain = self.ssh_mux = None
+        if key is None:
+            return
         # ssh wants the key to be the user's own and private.
         self.key = os.path.join(self.tmp, "key")
         shutil.copyfile(key, self.key)
@@ -64,10 +71,11 @@ class Nodes:
         """The first wrapper call and each ssh master, before any timing."""
         for node in self.workers:
             run(self.wrapper_call(node, "true"))
-            run(self.ssh_call(node, "true"))
+            if self.ssh_mux:
+                run(self.ssh_call(node, "true"))
 
     def close(self):
-        for node in self.workers:
+        for node in self.workers if self.ssh_mux else []:
             subprocess.run(self.ssh_mux + ["-O", "exit", node], stderr=subprocess.DEVNULL, check=False)
         shutil.rmtree(self.tmp, ignore_errors=True)
 
@@ -116,6 +124,17 @@ def latency(nodes, reps):
     return results
 
 
+def wrapper_latency(nodes, reps):
+    """The wrapper samples of latency() alone, taken the same way."""
+    results = {"wrapper_1": [], "wrapper_8": []}
+    one = nodes.workers[0]
+    for _ in range(reps):
+        results["wrapper_1"].append(timed(nodes.wrapper_call(one, "true")))
+    for _ in range(reps):
+        results["wrapper_8"].append(timed_at_once([nodes.wrapper_call(w, "true") for w in nodes.workers]))
+    return results
+
+
 def streams(nodes, reps):
     """50 MB of lines from rank 1 through the wrapper (forwarded to its
     stdout, the job log: the controller checks them there) and through ssh
@@ -139,11 +158,15 @@ def streams(nodes, reps):
 
 
 def main():
-    mode, key, reps = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    mode = sys.argv[1]
+    if mode == "wrapper":
+        key, reps, measure = None, int(sys.argv[2]), wrapper_latency
+    else:
+        key, reps, measure = sys.argv[2], int(sys.argv[3]), latency if mode == "latency" else streams
     nodes = Nodes(key)
     try:
         nodes.warm()
-        results = latency(nodes, reps) if mode == "latency" else streams(nodes, reps)
+        results = measure(nodes, reps)
     finally:
         nodes.close()
     print("bench-result " + json.dumps(results), flush=True)
