@@ -271,7 +271,7 @@ class Bench:
         for name in ROWS:
             if name in rows_wanted:
                 say(load())
-                more_rows, more_checks, more_intact = getattr(self, "measure_" + name)()
+                more_rows, more_checks, more_intact = getattr(self, "measure_" + name.replace("-", "_"))()
                 rows += more_rows
                 checks += more_checks
                 intact = intact and more_intact
