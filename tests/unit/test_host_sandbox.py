@@ -154,19 +154,22 @@ def test_a_volume_is_at_its_location_in_the_sandbox_only(node, tmp_path):
     """A job's volume shows at its mount location inside the sandbox, where
     what is written lands in the volume's directory; the host's own path
     keeps what it had (a location the host has), or stays an empty
-    directory (one it lacked)."""
-    volume, other = tmp_path / "volume", tmp_path / "other-volume"
-    volume.mkdir()
-    other.mkdir()
+    directory (one it lacked); the volume root, where another run's volume
+    is, shows empty."""
+    root = tmp_path / "root"
+    volume, other, theirs = root / "volume", root / "other-volume", root / "another-runs"
+    for directory in (volume, other, theirs):
+        directory.mkdir(parents=True)
     (volume / "input").write_text("from the volume\n")
+    (theirs / "secret").write_text("another run's\n")
     present = tmp_path / "present"
     present.mkdir()
     (present / "hosts-own").write_text("the host's\n")
     missing = tmp_path / "missing" / "deeper"
-    record = host_sandbox.start("mine", [(str(volume), str(present)), (str(other), str(missing))])
+    record = host_sandbox.start("mine", [(str(volume), str(present)), (str(other), str(missing))], str(root))
     try:
-        done = inside(record, "cat %s/input; ls %s; echo out >%s/output; echo more >%s/more" % (
-            present, present, present, missing))
+        done = inside(record, "cat %s/input; ls %s; echo out >%s/output; echo more >%s/more; ls -A %s" % (
+            present, present, present, missing, root))
         assert done.returncode == 0, done.stderr
         assert done.stdout == "from the volume\ninput\n"
     finally:

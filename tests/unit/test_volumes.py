@@ -99,3 +99,11 @@ def test_a_multinode_job_says_when_its_volumes_are_each_nodes_own(tmp_path):
     assert volumes.sharing_note(spec_of(tmp_path, [], nodes=("node-1", "node-2"), sharing="node-local")) is None
     # auto: this machine's temporary directory is no network file system
     assert volumes.is_shared(str(tmp_path / "not" / "there"), "auto") is False
+
+
+def test_a_mount_location_inside_the_volume_root_is_refused(tmp_path):
+    spec = spec_of(tmp_path, [(str(tmp_path / "ephemeral"), "data", "ephemeral")])
+    with pytest.raises(RuntimeFailure) as caught:
+        volumes.prepare(spec, job_user())
+    assert str(caught.value) == ("volume data: its mount location %s/ephemeral is inside the volume root %s, "
+                                 "which a run does not see" % (tmp_path, tmp_path))

@@ -201,7 +201,7 @@ def place_job(spec, node, secrets=None):
         reason = "this machine has no Podman (%s), so image %s is not used" % (
             " or ".join(missing), spec.image.get("uri", ""))
     try:
-        record = dict(host_sandbox.start(spec.job, mounts), kind="host")
+        record = dict(host_sandbox.start(spec.job, mounts, spec.volume_root), kind="host")
     except OSError as exc:
         raise RuntimeFailure("node %s cannot make the sandbox of job %s: %s" % (node, spec.job, exc)) from None
     if reason:

@@ -54,6 +54,9 @@ def prepare(spec, user):
     location)] in the order they are mounted."""
     placed = []
     for mount in spec.mounts:
+        if (mount.location + "/").startswith(spec.volume_root.rstrip("/") + "/"):
+            raise RuntimeFailure("volume %s: its mount location %s is inside the volume root %s, which "
+                                 "a run does not see" % (mount.volume, mount.location, spec.volume_root))
         directory = volume_dir(spec, mount)
         _make_root_dirs(os.path.dirname(directory))
         try:
