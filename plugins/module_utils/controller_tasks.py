@@ -29,6 +29,8 @@ from ansible_collections.fuzz.multinode.plugins.module_utils.fuzzfile import (
 )
 from ansible_collections.fuzz.multinode.plugins.module_utils.job_spec import (
     CLAIM_LEASE,
+    VOLUME_ROOT,
+    VOLUME_SHARINGS,
     plan_job,
     plan_task_array,
 )
@@ -71,6 +73,8 @@ RANK_PLAN_ARGUMENT_SPEC: Dict[str, Any] = dict(
     local=dict(type="bool", default=False),
     execution=dict(type="str", default="container", choices=["container", "host"]),
     run=dict(type="str", default=""),
+    volume_root=dict(type="str", default=VOLUME_ROOT),
+    volume_sharing=dict(type="str", default="auto", choices=list(VOLUME_SHARINGS)),
 )
 
 
@@ -126,6 +130,8 @@ def plan_ranks(params: Mapping[str, Any]) -> Tuple[Dict[str, Any], List[str]]:
         local=params["local"],
         execution=params.get("execution") or "container",
         run=params.get("run") or "",
+        volume_root=params.get("volume_root") or VOLUME_ROOT,
+        volume_sharing=params.get("volume_sharing") or "auto",
     )
     # The Fuzzfile task warned about the job's own notes already.
     known = set(job.get("unsupported") or [])

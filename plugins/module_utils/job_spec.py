@@ -255,6 +255,11 @@ def _admission(job: Union[Job, Mapping[str, Any]]) -> Any:
 
 # Where a job's ranks run (fuzz_multinode_execution).
 EXECUTIONS = ("container", "host")
+# Where the nodes keep volumes (fuzz_multinode_volume_root), and whether it
+# is storage the nodes share (fuzz_multinode_volume_sharing).
+VOLUME_ROOT = "/var/lib/fuzz-multinode/volumes"
+_VOLUME_ROOT_RE = re.compile(r"^/[A-Za-z0-9._+/-]*[A-Za-z0-9._+-]$")
+VOLUME_SHARINGS = ("auto", "shared", "node-local")
 
 
 def plan_job(
@@ -271,6 +276,8 @@ def plan_job(
     local: bool = False,
     execution: str = "container",
     run: str = "",
+    volume_root: str = VOLUME_ROOT,
+    volume_sharing: str = "auto",
 ) -> Dict[str, Any]:
     """Render the job spec for ``job`` on ``nodes`` (rank order).
 
@@ -299,6 +306,8 @@ def plan_job(
         local=local,
         execution=execution,
         run=run,
+        volume_root=volume_root,
+        volume_sharing=volume_sharing,
     )
 
 
@@ -314,6 +323,8 @@ def _render(
     local: bool = False,
     execution: str = "container",
     run: str = "",
+    volume_root: str = VOLUME_ROOT,
+    volume_sharing: str = "auto",
 ) -> Dict[str, Any]:
     """``plan_job`` for a job already loaded and admitted: the options and
     nodes are checked here, the job is not checked again."""
@@ -335,6 +346,17 @@ def _render(
         raise FuzzfileError(
             "execution (fuzz_multinode_execution): must be one of %s, got %r"
             % (", ".join(EXECUTIONS), execution)
+        )
+    if (not isinstance(volume_root, str) or not _VOLUME_ROOT_RE.match(volume_root)
+            or "/../" in volume_root + "/" or "/./" in volume_root + "/"):
+        raise FuzzfileError(
+            "volume_root (fuzz_multinode_volume_root): must be an absolute path of letters, "
+            "digits and ._+-/ other than /, got %r" % (volume_root,)
+        )
+    if volume_sharing not in VOLUME_SHARINGS:
+        raise FuzzfileError(
+            "volume_sharing (fuzz_multinode_volume_sharing): must be one of %s, got %r"
+            % (", ".join(VOLUME_SHARINGS), volume_sharing)
         )
     if local:
         nodes = _local_nodes(job, nodes, job.nodes)
@@ -446,6 +468,18 @@ def _render(
             "secret": image_secret_name(job) if execution == "container" else None,
         },
         "ranks": ranks,
+        # The job's volumes at their mount locations (parents before what
+        # they hold): each rank sees the volume's directory under
+        # volume_root on its node, ephemeral/<run>/<volume> or
+        # persistent/<name>.
+        "mounts": [
+            {"location": location, "volume": job.mounts[location], "store": job.volumes[job.mounts[location]]}
+            for location in sorted(job.mounts)
+        ],
+        "volume_root": volume_root,
+        # Whether volume_root is the same storage on every node ("auto":
+        # the head's file system type says).
+        "volume_sharing": volume_sharing,
     }
     if run:
         # The run's id (FB_WORKFLOW_ID, set by the runtime in every process

@@ -32,8 +32,8 @@ description:
     and services by their C(depends-on) (or deprecated C(requires)) dependencies.
   - >-
     Keys that Fuzzball knows but this collection does not execute yet (for example
-    C(mounts), C(volumes), C(network), C(services), C(resource.devices), C(policy.restart),
-    and container images, since jobs run with the nodes' own software) are validated,
+    a volume's C(ingress) and C(egress), C(network), C(services), C(resource.devices),
+    C(policy.restart)) are validated,
     listed in RV(workflow.unsupported) and RV(job.unsupported), and reported as warnings,
     as are RV(workflow.warnings).
   - >-
@@ -142,12 +142,12 @@ workflow:
       sample: []
     unsupported:
       description:
-        - Workflow-level features that were accepted but are ignored (images, services,
-          volumes, annotations, and features set in C(defaults)).
+        - Workflow-level features that were accepted but are ignored (services, a volume's
+          data movement, annotations, and features set in C(defaults)).
       type: list
       elements: str
       returned: success
-      sample: ["volumes: volumes are not supported yet; ignored"]
+      sample: ["volumes.data.ingress: data movement (ingress, egress) is not supported yet; ignored"]
     warnings:
       description:
         - Other warnings, such as a deprecated C(requires) or tabs read as indentation.
@@ -367,6 +367,16 @@ job:
       type: dict
       returned: success
       sample: {/scratch: scratch}
+    volumes:
+      description:
+        - >-
+          Where each volume that RV(job.mounts) names is kept: V(ephemeral) (one per run of
+          the workflow, C(volume://user/ephemeral), or v4 C(use: ephemeral)) or
+          C(persistent/NAME) (C(volume://user/persistent/NAME), or a v4 volume of another
+          storage class, named by its C(name) or else its key).
+      type: dict
+      returned: success
+      sample: {scratch: ephemeral, results: persistent/results}
     image_secret:
       description: >-
         C(image.secret), a C(secret://NAME) reference to the registry credentials the
@@ -434,7 +444,7 @@ job:
       type: list
       elements: str
       returned: success
-      sample: ["jobs.solve.mounts: volume mounts are not supported yet; ignored"]
+      sample: ["jobs.solve.resource.devices: device requests are not supported yet; ignored"]
 """
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib

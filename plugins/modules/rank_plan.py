@@ -143,6 +143,33 @@ options:
         expand to it. Empty - no run (the variable expands to nothing).
     type: str
     default: ""
+  volume_root:
+    description:
+      - >-
+        Where the nodes keep the job's volumes (the C(fuzz.multinode.job) role's
+        C(fuzz_multinode_volume_root)): an ephemeral volume in
+        C(ephemeral/<run>/<volume>), a persistent one in C(persistent/<name>) below it.
+        Put in the spec as RV(spec.volume_root), with the job's mounts in RV(spec.mounts).
+    type: str
+    default: /var/lib/fuzz-multinode/volumes
+  volume_sharing:
+    description:
+      - >-
+        Whether O(volume_root) is storage every node shares (V(shared)), each node's own
+        (V(node-local)), or what the head's file system type says (V(auto): network and
+        cluster file systems are shared). A multinode job that mounts a volume on
+        node-local storage says so in its log.
+    type: str
+    choices: [auto, shared, node-local]
+    default: auto
+  execution:
+    description:
+      - >-
+        Where the ranks run: V(container), each in the job's image (Podman), or V(host),
+        on the bare host.
+    type: str
+    choices: [container, host]
+    default: container
   local:
     description:
       - >-

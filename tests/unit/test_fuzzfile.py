@@ -311,7 +311,6 @@ def test_unsupported_job_features_are_recorded():
     )
     j = wf.jobs["solve"]
     assert j.unsupported == [
-        "jobs.solve.mounts: volume mounts are not supported yet; ignored",
         "jobs.solve.resource.cpu.threads: hardware threads selection is not supported yet; "
         "ignored",
         "jobs.solve.resource.cpu.sockets: socket counts are not supported yet; ignored",
@@ -343,15 +342,17 @@ def test_unsupported_job_features_are_recorded():
 
 @pytest.mark.parametrize("version", ["v1", "v4"])
 def test_unsupported_workflow_features_are_recorded(version):
-    """Top-level files and defaults are applied now (no notes); services,
-    annotations, volumes and images are notes."""
+    """Top-level files, defaults and volumes are applied now (no notes);
+    services, annotations and a volume's data movement are notes."""
     wf = parse(
         workflow(
             version=version,
             files={"conf": "x=1\n"},
             defaults={"job": {"env": ["A=1"]}},
             annotations={"team": "hpc"},
-            volumes={"data": {"reference": "volume://user/ephemeral"}},
+            volumes={"data": {"reference": "volume://user/ephemeral",
+                              "ingress": [{"source": {"uri": "https://example.org/in.csv"},
+                                           "destination": {"uri": "file://in.csv"}}]}},
             services={"web": {"image": {"uri": "docker://nginx"}},
                       "db": {"image": {"uri": "docker://postgres"}}},
         )
@@ -360,7 +361,7 @@ def test_unsupported_workflow_features_are_recorded(version):
     assert wf.unsupported == [
         "services: services are not supported yet; ignored (web, db)",
         "annotations: workflow annotations are not supported yet; ignored",
-        "volumes: volumes are not supported yet; ignored",
+        "volumes.data.ingress: data movement (ingress, egress) is not supported yet; ignored",
     ]
     assert select_job(wf).env == [("A", "1")]
     assert wf.to_dict() == {
@@ -1048,7 +1049,9 @@ def test_module_playbook(tmp_path):
                     ),
                     "c": job(multinode={"nodes": 2, "implementation": "openmpi"}),
                 },
-                volumes={"v": {"reference": "volume://user/ephemeral"}},
+                volumes={"v": {"reference": "volume://user/ephemeral",
+                               "egress": [{"source": {"uri": "file://out"},
+                                           "destination": {"uri": "s3://bucket/out"}}]}},
             )
         )
     )
@@ -1139,8 +1142,7 @@ def test_module_playbook(tmp_path):
     assert [job["name"] for job in several["run"]] == ["a", "b", "c"]
     assert "job" not in several
     assert tasks["warnings"]["warnings"] == [
-        "%s: volumes: volumes are not supported yet; ignored" % multi,
-        "%s: jobs.a.mounts: volume mounts are not supported yet; ignored" % multi,
+        "%s: volumes.v.egress: data movement (ingress, egress) is not supported yet; ignored" % multi,
     ]
     spec = tasks["plan b"]["spec"]
     assert tasks["plan b"]["changed"] is False

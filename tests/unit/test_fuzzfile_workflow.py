@@ -215,11 +215,17 @@ def test_v4_everything():
     assert wf.unsupported == [
         "services: services are not supported yet; ignored (db, web, grpc, probe-exec)",
         "annotations: workflow annotations are not supported yet; ignored",
-        "volumes: volumes are not supported yet; ignored",
-        "defaults.mounts: volume mounts are not supported yet; ignored",
-        "defaults.job.mounts: volume mounts are not supported yet; ignored",
-        "defaults.service.mounts: volume mounts are not supported yet; ignored",
+        "volumes.data.use: storage classes are not supported yet: the volume is kept under "
+        "fuzz_multinode_volume_root like every other",
+        "volumes.data.ingress: data movement (ingress, egress) is not supported yet; ignored",
+        "volumes.data.egress: data movement (ingress, egress) is not supported yet; ignored",
     ]
+    # use: ephemeral is the run's; a volume of another storage class, with a
+    # name, is that persistent volume
+    both = {"scratch": "ephemeral", "data": "persistent/project-data"}
+    assert {name: unit.volumes for name, unit in wf.units.items()} == {
+        "prepare": both, "solve": {"scratch": "ephemeral"}, "sweep": both,
+        "db": both, "web": both, "grpc": both, "probe-exec": both}
     assert wf.warnings == ["jobs.prepare.requires: deprecated; read as depends-on with status "
                            "FINISHED"]
 
@@ -256,7 +262,6 @@ def test_v4_everything():
         True, [8080], [9000, 9001])
     assert solve.depends_on == [Dependency("prepare", "FINISHED"), Dependency("db", "RUNNING")]
     assert solve.unsupported == [
-        "jobs.solve.mounts: volume mounts are not supported yet; ignored",
         "jobs.solve.resource.cpu.threads: hardware threads selection is not supported yet; "
         "ignored",
         "jobs.solve.resource.cpu.sockets: socket counts are not supported yet; ignored",
@@ -347,19 +352,20 @@ def test_v1_everything():
     assert first.files == {"/etc/conf": "conf"}
     assert second.depends_on == [Dependency("first", "FINISHED")]
     assert second.mounts == {"/scratch": "scratch"}
+    assert (first.volumes, second.volumes) == ({"scratch": "ephemeral", "data": "persistent/data"},
+                                               {"scratch": "ephemeral"})
     assert wf.order == ["first", "second"] and wf.waves == [["first"], ["second"]]
     assert wf.warnings == [
         "jobs.second.requires: deprecated; read as depends-on with status FINISHED"
     ]
     assert wf.unsupported == [
         "annotations: workflow annotations are not supported yet; ignored",
-        "volumes: volumes are not supported yet; ignored",
-        "defaults.job.mounts: volume mounts are not supported yet; ignored",
+        "volumes.data.ingress: data movement (ingress, egress) is not supported yet; ignored",
+        "volumes.data.egress: data movement (ingress, egress) is not supported yet; ignored",
         "defaults.job.policy.retry.attempts: retries are not supported yet (Fuzzball ignores "
         "them too); ignored",
     ]
     assert first.unsupported == [
-        "jobs.first.mounts: volume mounts are not supported yet; ignored",
         "jobs.first.policy.restart: restart policies are not supported yet; ignored",
     ]
 

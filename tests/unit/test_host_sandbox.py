@@ -148,3 +148,41 @@ def test_a_rank_whose_command_is_not_there_fails_its_start_naming_it(runtime_sta
         assert str(info.value) == message
     finally:
         remove_sandbox("j")
+
+
+def test_a_volume_is_at_its_location_in_the_sandbox_only(node, tmp_path):
+    """A job's volume shows at its mount location inside the sandbox, where
+    what is written lands in the volume's directory; the host's own path
+    keeps what it had (a location the host has), or stays an empty
+    directory (one it lacked); the volume root, where another run's volume
+    is, shows empty."""
+    root = tmp_path / "root"
+    volume, other, theirs = root / "volume", root / "other-volume", root / "another-runs"
+    for directory in (volume, other, theirs):
+        directory.mkdir(parents=True)
+    (volume / "input").write_text("from the volume\n")
+    (theirs / "secret").write_text("another run's\n")
+    present = tmp_path / "present"
+    present.mkdir()
+    (present / "hosts-own").write_text("the host's\n")
+    missing = tmp_path / "missing" / "deeper"
+    record = host_sandbox.start("mine", [(str(volume), str(present)), (str(other), str(missing))], str(root))
+    try:
+        done = inside(record, "cat %s/input; ls %s; echo out >%s/output; echo more >%s/more; ls -A %s" % (
+            present, present, present, missing, root))
+        assert done.returncode == 0, done.stderr
+        assert done.stdout == "from the volume\ninput\n"
+    finally:
+        os.kill(record["pid"], signal.SIGKILL)
+    assert (volume / "output").read_text() == "out\n"
+    assert (other / "more").read_text() == "more\n"
+    assert os.listdir(present) == ["hosts-own"]
+    assert os.listdir(missing) == []
+
+
+def test_a_volume_location_that_is_a_file_on_the_host_fails_the_sandbox_naming_it(node, tmp_path):
+    (tmp_path / "volume").mkdir()
+    (tmp_path / "afile").write_text("")
+    with pytest.raises(OSError) as caught:
+        host_sandbox.start("mine", [(str(tmp_path / "volume"), str(tmp_path / "afile"))])
+    assert "volume at %s" % (tmp_path / "afile") in str(caught.value)

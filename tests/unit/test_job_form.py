@@ -53,15 +53,14 @@ def test_to_dict():
         "implementation": "generic",
         "procs_per_node": 3,
         "slots_per_node": 3,
-        "unsupported": [
-            "jobs.solve.mounts: volume mounts are not supported yet; ignored",
-        ],
+        "unsupported": [],
         "kind": "job",
         "depends_on": [],
         "timeout_seconds": None,
         "task_array": None,
         "files": {},
         "mounts": {"/d": "v"},
+        "volumes": {"v": "ephemeral"},
         "memory_by_core": False,
         "image_secret": None,
         "cpu_threads": None,
@@ -128,7 +127,7 @@ def dict_with(**changes):
             "max_hosts, memory_by_core, memory_bytes, mounts, name, network_isolated, nodes, "
             "persist, procs_per_node, readiness_probe, resource_annotations, restart, "
             "retry_attempts, script, secret_env, slots_per_node, "
-            "task_array, tasks, timeout_seconds, total_slots, unsupported (did you mean "
+            "task_array, tasks, timeout_seconds, total_slots, unsupported, volumes (did you mean "
             "'command'?)",
         ),
         (dict_with(name="Bad_Name"), "job.name: invalid job name 'Bad_Name': " + NAME_RULE),
@@ -238,6 +237,12 @@ def solve_dict(**changes):
          "job.task_array.concurrency: must be an integer from 1 to 200, got 500"),
         (solve_dict(files={"etc/x": "x"}), "job.files: keys must be absolute paths, got 'etc/x'"),
         (solve_dict(mounts={"/d": ""}), "job.mounts./d: must not be empty"),
+        (solve_dict(mounts={"/d": "w"}), "job.mounts./d: volume 'w' has no store in volumes"),
+        (solve_dict(volumes={"v": "persistent/../x"}),
+         "job.volumes.v: must be ephemeral or persistent/NAME, got 'persistent/../x'"),
+        (solve_dict(mounts={"/proc/x": "v"}, volumes={"v": "ephemeral"}),
+         "job.mounts./proc/x: '/proc/x' is under /proc, which the runtime provides; mount the "
+         "volume elsewhere"),
         (solve_dict(devices={"gpu": 0}), "job.devices.gpu: must be an integer >= 1, got 0"),
         (solve_dict(exclusive=None), "job.exclusive: must be a boolean, got null"),
         (solve_dict(restart="always"),

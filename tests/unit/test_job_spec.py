@@ -138,7 +138,53 @@ def test_spec_of_the_command_example():
                 "env": {"PATH": path, "HOSTNAME": "generic-multinode-1", "RANK": "1"},
             },
         ],
+        # No volumes; where the nodes would keep them.
+        "mounts": [],
+        "volume_root": "/var/lib/fuzz-multinode/volumes",
+        "volume_sharing": "auto",
     }
+
+
+MOUNTING = """
+version: v1
+volumes:
+  data: {reference: volume://user/ephemeral}
+  results: {reference: volume://user/persistent/results}
+jobs:
+  solve:
+    image: {uri: docker://x/y:1}
+    command: [ls]
+    cwd: /data/case
+    mounts:
+      results: {location: /data/results}
+      data: {location: /data/}
+"""
+
+
+def test_the_spec_says_each_mount_with_its_volume_store_parents_first():
+    """Every node learns where each volume is mounted and which store holds
+    it (the run's ephemeral one, or a persistent one by name), a mount
+    inside another after it, and where volumes are kept."""
+    job = parse_workflow(MOUNTING).jobs["solve"]
+    spec = plan(job, volume_root="/shared/fmn-volumes", volume_sharing="shared")
+    assert spec["mounts"] == [
+        {"location": "/data", "volume": "data", "store": "ephemeral"},
+        {"location": "/data/results", "volume": "results", "store": "persistent/results"},
+    ]
+    assert (spec["volume_root"], spec["volume_sharing"]) == ("/shared/fmn-volumes", "shared")
+
+
+@pytest.mark.parametrize("root, sharing, message", [
+    ("relative/volumes", "auto", "volume_root (fuzz_multinode_volume_root): must be an absolute path"),
+    ("/", "auto", "volume_root (fuzz_multinode_volume_root): must be an absolute path"),
+    ("/srv/../etc", "auto", "volume_root (fuzz_multinode_volume_root): must be an absolute path"),
+    ("/srv/volumes", "nfs", "volume_sharing (fuzz_multinode_volume_sharing): must be one of auto, "
+                            "shared, node-local, got 'nfs'"),
+])
+def test_bad_volume_settings_are_refused_naming_the_variable(root, sharing, message):
+    with pytest.raises(FuzzfileError) as caught:
+        plan(parse_workflow(MOUNTING).jobs["solve"], volume_root=root, volume_sharing=sharing)
+    assert str(caught.value).startswith(message)
 
 
 def test_rank_names():

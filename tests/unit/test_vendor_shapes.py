@@ -28,7 +28,6 @@ from ansible_collections.fuzz.multinode.plugins.module_utils.job_spec import pla
 
 SHAPES = Path(__file__).resolve().parents[1] / "fuzzfiles" / "vendor-shapes"
 RUN = "20261201T165012Z-a1b2c3"
-MOUNTS_NOTE = "volume mounts are not supported yet; ignored"
 SERVICE_POLICY_NOTE = (
     "a service has no policy in Fuzzball (its API drops it); validated as a job's and ignored"
 )
@@ -79,8 +78,8 @@ def test_openfoam_v1_every_mount_form_is_one_mount_model():
     assert jobs["solve"].mounts == {"/data": "case-data"}
     assert jobs["post-process"].mounts == {"/data": "case-data", "/scratch": "scratch"}
     assert [j.cwd for j in jobs.values()] == ["/data", "/data/case", "/data/case", "/data/case"]
-    assert all(j.unsupported == ["jobs.%s.mounts: %s" % (j.name, MOUNTS_NOTE)]
-               for j in jobs.values())
+    assert all(j.unsupported == [] for j in jobs.values())
+    assert jobs["mesh"].volumes == {"case-data": "ephemeral", "scratch": "ephemeral"}
     solve = jobs["solve"]
     assert (solve.nodes, solve.implementation, solve.cores) == (2, "openmpi", 2)
     assert [j.name for j in select_run(wf)] == ["prepare-case", "mesh", "solve", "post-process"]

@@ -34,6 +34,9 @@
                         job on its node, the way a wrapper call runs
   connect JOB REQUEST   (job user, local mode) carry a launch request to
                         the head's local launch socket, as ssh would
+  remove-volumes RUN VOLUME_ROOT
+                        (root) remove the ephemeral volumes of RUN here
+                        (the run ended); prints JSON
   cleanup JOB [--run RUN] [--everywhere] [--logs] [--job-log]
                         (root) kill every process of JOB on this node,
                         remove the files it placed, unregister it; prints
@@ -222,6 +225,13 @@ def cmd_cleanup(args):
                              logs="--logs" in flags, job_log="--job-log" in flags)))
 
 
+def cmd_remove_volumes(args):
+    if len(args) != 2:
+        raise RuntimeFailure("usage: remove-volumes RUN VOLUME_ROOT")
+    from .volumes import remove_run
+    print(json.dumps({"changed": remove_run(root=args[1], run=args[0])}))
+
+
 COMMANDS = {
     "prepare": cmd_prepare,
     "start": cmd_start,
@@ -235,6 +245,7 @@ COMMANDS = {
     "secrets": cmd_secrets,
     "cleanup": cmd_cleanup,
     "show": cmd_show,
+    "remove-volumes": cmd_remove_volumes,
 }
 
 

@@ -124,11 +124,12 @@ def _pull_failure(status, why, authfile):
     return "%s (podman: %s)" % (image_registry.pull_reason(detail, authfile is not None), detail)
 
 
-def start_container(spec, node, hostname, secrets=None):
+def start_container(spec, node, hostname, secrets=None, mounts=()):
     """Pull the job's image (with the credentials its image.secret names,
     from `secrets`, the values its registration brought) and start its
-    container here; returns the pid of its PID 1 and the inodes of its
-    mount and PID namespaces."""
+    container here, with the job's volumes (`mounts`, [(directory,
+    location)]) at their locations; returns the pid of its PID 1 and the
+    inodes of its mount and PID namespaces."""
     uri = spec.image.get("uri", "")
     name = container_name(spec.job)
     with image_registry.pull_credentials(spec, node, secrets) as authfile:
@@ -143,6 +144,8 @@ def start_container(spec, node, hostname, secrets=None):
     for path in SHARED_PATHS:
         if os.path.isdir(path):
             args += ["--volume", "%s:%s:ro" % (path, path)]
+    for directory, location in mounts:
+        args += ["--volume", "%s:%s:rw" % (directory, location)]
     args += [image, "-c", "read -r _"]
     status, _, why = podman(args)
     if status != 0:

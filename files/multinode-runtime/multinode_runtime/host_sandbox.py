@@ -8,7 +8,9 @@ reaps the orphans of the job's processes and lives until the run's cleanup
 kills it, and with it every process left in the namespace. In its mount
 namespace /proc is the namespace's own (a run sees only its own processes,
 so it can neither signal, trace nor read the environment of another run's),
-and of the runtime's state only the run's own job directory and ssh
+the job's volumes are at their mount locations (volumes.py) and the volume
+root is empty (the job user owns every run's volumes), and of the
+runtime's state only the run's own job directory and ssh
 control directory are there: the rest of the state and the logs are under
 empty file systems, and the cluster key reads as an empty read-only file.
 """
@@ -48,10 +50,12 @@ def hidden_paths():
     return [(registry.LOG_DIR, "dir"), (registry.CLUSTER_KEY, "file")]
 
 
-def start(job):
-    """Make the run's sandbox here; returns its record: the host pid of its
-    PID 1, and the inodes of its mount and PID namespaces. Raises OSError
-    naming the step that failed."""
+def start(job, mounts=(), volume_root=None):
+    """Make the run's sandbox here, with the job's volumes (`mounts`,
+    [(directory, location)]) at their locations and the rest of the volume
+    root (other runs' volumes) under an empty file system; returns its record: the
+    host pid of its PID 1, and the inodes of its mount and PID namespaces.
+    Raises OSError naming the step that failed."""
     ready_r, ready_w = os.pipe()
     middle = os.fork()
     if middle == 0:  # leaves the caller's session, makes the namespaces, forks their PID 1
@@ -62,7 +66,7 @@ def start(job):
             _check(_libc.unshare(CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC), "unshare")
             holder = os.fork()
             if holder == 0:
-                _holder(job, ready_w)  # never returns
+                _holder(job, mounts, volume_root, ready_w)  # never returns
             os.write(ready_w, b"%d\n" % holder)
             status = 0
         except OSError as exc:
@@ -83,7 +87,7 @@ def start(job):
             "pidns": os.stat("/proc/%d/ns/pid" % pid).st_ino}
 
 
-def _holder(job, ready_w):
+def _holder(job, mounts, volume_root, ready_w):
     """PID 1 of the run's namespaces: set up its mounts, say so, then reap."""
     try:
         for fd in range(3):
@@ -101,6 +105,10 @@ def _holder(job, ready_w):
             elif how == "file" and os.path.isfile(path):
                 _mount(empty, path, None, MS_BIND)
                 _mount(None, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY)
+        for directory, location in mounts:
+            _mount_volume(directory, location)
+        if volume_root and os.path.isdir(volume_root):  # after the binds, which it would hide
+            _mount("tmpfs", volume_root, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0755,size=4k")
         os.write(ready_w, READY)
         os.close(ready_w)
     except OSError as exc:
@@ -116,6 +124,21 @@ def _holder(job, ready_w):
                 pass
         except ChildProcessError:
             pass
+
+
+def _mount_volume(directory, location):
+    """A volume's directory at its location, in the sandbox only. A
+    location the host lacks is made there first, an empty directory of
+    root's that stays: removing it later could pull it from under another
+    run's sandbox that mounts a volume at the same place."""
+    try:
+        os.makedirs(location, 0o755, exist_ok=True)
+    except OSError as exc:
+        raise OSError(exc.errno, "volume at %s: %s" % (location, exc.strerror)) from None
+    if not os.path.isdir(location) or os.path.islink(location):
+        raise OSError("volume at %s: the host has something other than a directory there" % location)
+    _mount(directory, location, None, MS_BIND | MS_REC)
+    _mount(None, location, None, MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NODEV)
 
 
 def _show_only_own_state(job):

@@ -20,9 +20,10 @@ import os
 import signal
 import socket
 
-from . import containers, host_sandbox, registry
+from . import containers, host_sandbox, registry, volumes
 from .cgroups import run_cgroups
 from .errors import RuntimeFailure
+from .inputs import job_user
 from .processes import run_as
 
 NSENTER = "/usr/bin/nsenter"
@@ -181,15 +182,17 @@ def place_job(spec, node, secrets=None):
     (its image pulled, with the registry credentials of its image.secret
     among `secrets`) or the bare host's: asked so (fuzz_multinode_execution:
     host), or local mode on a machine without Podman, which the record says
-    for the job log (host_reason). None on a node with no rank of the job."""
+    for the job log (host_reason); with the job's volumes (volumes.py) at
+    their mount locations. None on a node with no rank of the job."""
     ranks = [rank for rank in spec.ranks if rank.node == node]
     if not ranks:
         return None
+    mounts = volumes.prepare(spec, job_user(spec))
     reason = None
     if spec.execution == "container":
         missing = containers.missing_tools()
         if not missing:
-            return _start_container(spec, node, ranks[0].name, secrets)
+            return _start_container(spec, node, ranks[0].name, secrets, mounts)
         if not spec.local:
             raise RuntimeFailure(
                 "node %s has no %s to run job %s in its image; the node role installs Podman when "
@@ -198,7 +201,7 @@ def place_job(spec, node, secrets=None):
         reason = "this machine has no Podman (%s), so image %s is not used" % (
             " or ".join(missing), spec.image.get("uri", ""))
     try:
-        record = dict(host_sandbox.start(spec.job), kind="host")
+        record = dict(host_sandbox.start(spec.job, mounts, spec.volume_root), kind="host")
     except OSError as exc:
         raise RuntimeFailure("node %s cannot make the sandbox of job %s: %s" % (node, spec.job, exc)) from None
     if reason:
@@ -207,11 +210,11 @@ def place_job(spec, node, secrets=None):
     return Sandbox(spec.job, record)
 
 
-def _start_container(spec, node, hostname, secrets):
+def _start_container(spec, node, hostname, secrets, mounts):
     uri = spec.image.get("uri", "")
     record = {"kind": "container", "name": containers.container_name(spec.job), "image": uri}
     registry.write_file(record_path(spec.job), json.dumps(record), 0o600)
-    record.update(containers.start_container(spec, node, hostname, secrets))
+    record.update(containers.start_container(spec, node, hostname, secrets, mounts))
     registry.write_file(record_path(spec.job), json.dumps(record), 0o600)
     return Sandbox(spec.job, record)
 

@@ -15,6 +15,7 @@ from . import registry
 from .errors import RuntimeFailure
 
 KILL_GRACE = 10  # seconds between SIGTERM and SIGKILL at a teardown
+VOLUME_ROOT = "/var/lib/fuzz-multinode/volumes"
 CLAIM_LEASE = 120  # seconds a claim with nothing of its run alive stays live (claims.py)
 
 
@@ -72,6 +73,15 @@ class JobFile:
 
 
 @dataclass(frozen=True)
+class Mount:
+    """A volume the job's ranks see at `location` (volumes.py)."""
+
+    location: str
+    volume: str
+    store: str                      # "ephemeral" or "persistent/<name>"
+
+
+@dataclass(frozen=True)
 class TaskArray:
     start: int
     end: int
@@ -104,6 +114,9 @@ class JobSpec:
     image: Dict[str, Any] = field(default_factory=dict)  # {"uri": ..., "secret": ...}
     ranks: List[Rank] = field(default_factory=list)
     task_array: Optional[TaskArray] = None
+    mounts: List[Mount] = field(default_factory=list)
+    volume_root: str = VOLUME_ROOT
+    volume_sharing: str = "auto"    # "shared", "node-local", or "auto" (volumes.is_shared)
     # Set by `head --controller-timeout`, not by the controller's plan.
     controller_timeout: float = 0
 
@@ -123,6 +136,8 @@ class JobSpec:
                                      for item in values.get("secret_args", [])]
             values["files"] = [JobFile(entry["path"], entry["contents"], entry.get("name", ""))
                                for entry in values.get("files", [])]
+            values["mounts"] = [Mount(entry["location"], entry["volume"], entry["store"])
+                                for entry in values.get("mounts", [])]
             if "task_array" in values:
                 values["task_array"] = TaskArray(**values["task_array"])
             check_claim_lease(values.get("claim_lease", CLAIM_LEASE))

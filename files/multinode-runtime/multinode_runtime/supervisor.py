@@ -10,7 +10,7 @@ import os
 import signal
 import time
 
-from . import registry
+from . import registry, volumes
 from .agent import Agent
 from .calls import rank_outcomes, read_call_records
 from .cgroups import place, run_cgroups
@@ -78,6 +78,9 @@ class Supervisor:
             if fallback is not None:
                 write_all(log_fd, ("fuzz.multinode: job %s runs on the bare host: %s\n" % (
                     self.job, fallback)).encode())
+            unshared = volumes.sharing_note(self.spec)
+            if unshared is not None:
+                write_all(log_fd, ("fuzz.multinode: %s\n" % unshared).encode())
             namespace = enter_rank_namespace(self.job, self.namespace_name())
             become_subreaper()
             self.open_connections(log_fd)

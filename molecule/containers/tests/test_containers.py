@@ -354,6 +354,27 @@ def test_resource_limits_apply_to_the_ranks_in_their_image(job_run):
     assert {node: job_cgroups(node, run.job) for node in NODES[:2]} == {node: [] for node in NODES[:2]}
 
 
+VOLUME_ROOT = "/var/lib/fuzz-multinode/volumes"  # on every node: one directory of this machine's
+
+
+def test_a_volume_is_shared_by_the_ranks_on_two_nodes_in_their_image(job_run):
+    """volumes-in-image.yml: rank 1 writes into the run's ephemeral volume
+    from its container on node 2, the head reads it on node 1 working in
+    cwd /data on the mount, as the job user; the run's volume is removed on
+    every node when it ends, and no node has a /data of its own."""
+    run = job_run("tests/fuzzfiles/containers/volumes-in-image.yml")
+    assert run.rc == 0, run
+    assert run.lines() == [
+        "head reads: written on volumes-in-image-1 in /data as fuzz",
+        "head in /data as fuzz sees: from-worker.txt",
+    ], run
+    assert summary(run).endswith("in image " + DEBIAN), run
+    assert run.leftovers == NOTHING, run
+    for node in NODES:
+        assert on_node(node, "ls -A %s/ephemeral 2>/dev/null; test -e /data && echo /data; true"
+                       % VOLUME_ROOT) == "", node
+
+
 # -- Open MPI in its image across the 4 nodes, tree spawn included ---------------------
 
 def test_openmpi_tree_spawn_in_the_image_across_four_nodes(job_run):

@@ -5,13 +5,18 @@
 """The workflow's top-level ``files`` (name -> contents), a job's or
 service's ``files`` (a ``file://`` reference to one of them, or the file's
 contents in place), and the top-level ``volumes`` with their ingress and
-egress transfers (validated; volumes are not executed yet). A v1 volume's
-``name`` is its key (the vendor's client sets it so): another name is
-ignored with a warning; a v4 volume's ``name`` names a persistent volume."""
+egress transfers (validated; the transfers are not executed yet). A v1
+volume's ``name`` is its key (the vendor's client sets it so): another name
+is ignored with a warning; a v4 volume's ``name`` names a persistent volume.
+
+Each volume has a store, where the nodes keep its files: ``ephemeral`` (one
+per run of the workflow) or ``persistent/NAME`` (lives across runs).
+"""
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Tuple
+import re
+from typing import Any, Dict, List, Optional, Tuple
 
 from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.errors import FuzzfileError
 from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.keys import (
@@ -91,9 +96,48 @@ def _file_source(value: Any, path: str, ctx: _Context) -> Tuple[str, bool]:
     return text, False
 
 
-def _parse_volumes(value: Any, ctx: _Context, notes: List[str]) -> List[str]:
+EPHEMERAL = "volume://user/ephemeral"
+PERSISTENT = "volume://user/persistent/"
+# A persistent volume's name is a directory's name on every node.
+PERSISTENT_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+def volume_store(reference: Optional[str], use: Optional[str], name: Optional[str],
+                 key: str, path: str) -> str:
+    """Where a volume's files live: ``ephemeral`` or ``persistent/NAME``,
+    from its ``reference`` (v1, or v4's ``use`` given as a reference), or
+    v4's storage class ``use`` and ``name``: ``use: ephemeral`` (or neither
+    set) is ephemeral; any other volume is persistent, named by ``name``
+    or else its key."""
+    if reference is None and use is not None and use.startswith(VOLUME_PREFIX):
+        reference, path = use, _join(path, "use")
+    elif reference is not None:
+        path = _join(path, "reference")
+    if reference is None:
+        if use == "ephemeral" or (use is None and name is None):
+            return "ephemeral"
+        persistent, name_path = name or key, _join(path, "name") if name else path
+    elif reference == EPHEMERAL:
+        return "ephemeral"
+    elif reference.startswith(PERSISTENT):
+        persistent, name_path = reference[len(PERSISTENT):], path
+    else:
+        raise FuzzfileError(
+            "%s: %s is not a volume this collection keeps (%s or %sNAME)"
+            % (path, _show(reference), EPHEMERAL, PERSISTENT)
+        )
+    if not PERSISTENT_NAME_RE.match(persistent):
+        raise FuzzfileError(
+            "%s: the persistent volume's name must be letters, digits and ._- (starting with a "
+            "letter or digit, at most 128), got %s" % (name_path, _show(persistent))
+        )
+    return "persistent/" + persistent
+
+
+def _parse_volumes(value: Any, ctx: _Context, notes: List[str]) -> Dict[str, str]:
+    """The volumes by name, each with its store (``volume_store``)."""
     data = _mapping(value, "volumes")
-    names: List[str] = []
+    stores: Dict[str, str] = {}
     for name, raw in data.items():
         if not isinstance(name, str) or not name:
             raise FuzzfileError("volumes: names must be non-empty strings, got %s" % _show(name))
@@ -125,6 +169,9 @@ def _parse_volumes(value: Any, ctx: _Context, notes: List[str]) -> List[str]:
             parse_memory_size(volume["size"], _join(path, "size"))
         if volume.get("annotations") is not None:
             _string_map(volume["annotations"], _join(path, "annotations"))
+        use = volume.get("use")
+        if use is not None and use not in ("ephemeral", "persistent") and not use.startswith(VOLUME_PREFIX):
+            notes.append("%s: %s" % (_join(path, "use"), NOTE["storage_class"]))
         for direction in ("ingress", "egress"):
             if volume.get(direction) is not None:
                 transfers_path = _join(path, direction)
@@ -133,10 +180,16 @@ def _parse_volumes(value: Any, ctx: _Context, notes: List[str]) -> List[str]:
                     _parse_transfer(
                         transfer, "%s[%d]" % (transfers_path, index), direction, ctx, notes
                     )
-        names.append(name)
-    if names:
-        notes.append("volumes: %s" % NOTE["volumes"])
-    return names
+                if transfers:
+                    notes.append("%s: %s" % (transfers_path, NOTE["transfers"]))
+        stores[name] = volume_store(
+            reference,
+            volume.get("use"),
+            volume.get("name") if ctx.version != "v1" else None,
+            name,
+            path,
+        )
+    return stores
 
 
 def _parse_transfer(

@@ -20,6 +20,7 @@ from functools import partial
 from typing import Any, Callable, Dict, List, Mapping, Sequence, Tuple
 
 from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.errors import FuzzfileError
+from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.files_volumes import PERSISTENT_NAME_RE
 from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.graph import (
     _check_dependencies,
     _graph,
@@ -44,6 +45,7 @@ from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.model imp
 )
 from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.network import _parse_probe
 from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.policy import ADMISSION_KEY
+from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.settings import _mount_location
 from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.values import (
     _abs_path,
     _bool,
@@ -168,6 +170,27 @@ def _one_source_per_file(values: Mapping[str, Any], path: str) -> None:
             )
 
 
+def _volume_stores(value: Any, path: str) -> Dict[str, str]:
+    stores = _string_map(value, path)
+    for name, store in stores.items():
+        kind, _, persistent = store.partition("/")
+        if not (store == "ephemeral" or (kind == "persistent" and PERSISTENT_NAME_RE.match(persistent))):
+            raise FuzzfileError(
+                "%s: must be ephemeral or persistent/NAME, got %s" % (_join(path, name), _show(store))
+            )
+    return stores
+
+
+def _every_mount_has_its_store(values: Mapping[str, Any], path: str) -> None:
+    for location, volume in values["mounts"].items():
+        if volume not in values["volumes"]:
+            raise FuzzfileError(
+                "%s.mounts.%s: volume %r has no store in volumes" % (path, location, volume)
+            )
+    for location in values["mounts"]:
+        _mount_location(location, "%s.mounts.%s" % (path, location))
+
+
 _REQUIRED = object()  # a field's default: none, the field must be there
 
 # Every field of the JSON form: (key, validator, default), in the order they
@@ -194,6 +217,7 @@ _JOB_FIELDS: Tuple[Tuple[str, Callable[[Any, str], Any], Any], ...] = (
     ("task_array", _task_array_form, None),
     ("files", _path_map, {}),
     ("mounts", _path_map, {}),
+    ("volumes", _volume_stores, {}),
     ("devices", _devices, {}),
     ("persist", _bool, None),
     ("image_secret", _secret_reference, None),
@@ -213,6 +237,7 @@ _JOB_FIELDS: Tuple[Tuple[str, Callable[[Any, str], Any], Any], ...] = (
 
 # Checks across fields, each made once the fields it reads are checked.
 _CHECKS_AFTER: Dict[str, Callable[[Mapping[str, Any], str], None]] = {
+    "volumes": _every_mount_has_its_store,
     "script": _one_of_command_and_script,
     "procs_per_node": _single_node_unless_multinode,
     "inline_files": _one_source_per_file,

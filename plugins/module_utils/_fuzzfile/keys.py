@@ -98,12 +98,13 @@ NOTE = {
     "devices": "device requests are not supported yet; ignored",
     "exclusive": "exclusive node use is not supported yet; ignored",
     "resource.annotations": "resource annotations are not supported yet; ignored",
-    "mounts": "volume mounts are not supported yet; ignored",
     "retry": "retries are not supported yet (Fuzzball ignores them too); ignored",
     "restart": "restart policies are not supported yet; ignored",
     "network": "network settings are not supported yet; ignored",
     "annotations": "workflow annotations are not supported yet; ignored",
-    "volumes": "volumes are not supported yet; ignored",
+    "storage_class": "storage classes are not supported yet: the volume is kept under "
+    "fuzz_multinode_volume_root like every other",
+    "transfers": "data movement (ingress, egress) is not supported yet; ignored",
     "services": "services are not supported yet; ignored",
     "service.policy": "a service has no policy in Fuzzball (its API drops it); validated as a "
     "job's and ignored",

@@ -69,7 +69,9 @@ class Job:
     list), ``timeout_seconds`` (``policy.timeout.execute``; ``None``: no
     timeout), ``task_array`` (``TaskArray`` or ``None``), ``files``
     (container path -> name of a top-level ``files`` entry), ``mounts``
-    (container path -> volume name), ``memory_by_core`` (``memory.size`` is
+    (container path -> volume name), ``volumes`` (the name of each volume
+    a mount uses -> its store: ``ephemeral`` or ``persistent/NAME``,
+    files_volumes.volume_store), ``memory_by_core`` (``memory.size`` is
     per core), ``image_secret`` (``image.secret``, a ``secret://``
     reference to registry credentials), and the features recorded in
     ``unsupported``: ``cpu_threads``, ``cpu_sockets``, ``devices``,
@@ -98,6 +100,7 @@ class Job:
     task_array: Optional[TaskArray] = None
     files: Dict[str, str] = dataclasses.field(default_factory=dict)
     mounts: Dict[str, str] = dataclasses.field(default_factory=dict)
+    volumes: Dict[str, str] = dataclasses.field(default_factory=dict)
     memory_by_core: bool = False
     image_secret: Optional[str] = None
     cpu_threads: Optional[bool] = None
@@ -184,6 +187,7 @@ class Job:
             "task_array": task_array,
             "files": dict(self.files),
             "mounts": dict(self.mounts),
+            "volumes": dict(self.volumes),
             "memory_by_core": self.memory_by_core,
             "image_secret": self.image_secret,
             "cpu_threads": self.cpu_threads,

@@ -265,6 +265,7 @@ def _parse_unit(
     resource = settings.resource
     policy = settings.policy
     timeout_ns = policy.get("timeout_ns")
+    mounts = _mount_points(settings.mounts)
     job = Job(
         name=name,
         image_uri=image_uri,
@@ -285,7 +286,8 @@ def _parse_unit(
         timeout_seconds=timeout_ns / 10**9 if timeout_ns else None,
         task_array=task_array,
         files=files,
-        mounts=_mount_points(settings.mounts),
+        mounts=mounts,
+        volumes={volume: ctx.volumes[volume] for volume in mounts.values()},
         memory_by_core=resource.get("by_core", False),
         image_secret=image_secret,
         cpu_threads=resource.get("threads"),
@@ -337,7 +339,7 @@ def parse_workflow(text: str) -> Workflow:
         raise FuzzfileError("jobs: must contain at least one job")
 
     notes: List[str] = []
-    ctx = _Context(version=version, files={}, volumes=[], warnings=warnings)
+    ctx = _Context(version=version, files={}, volumes={}, warnings=warnings)
     if data.get("files") is not None:
         ctx.files = _parse_files(data["files"])
     if data.get("annotations") is not None:

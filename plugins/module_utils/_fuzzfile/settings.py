@@ -19,6 +19,7 @@ at one location are an error."""
 from __future__ import annotations
 
 import dataclasses
+import posixpath
 from functools import partial
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -70,7 +71,7 @@ class _Context:
 
     version: str
     files: Dict[str, str]
-    volumes: List[str]
+    volumes: Dict[str, str]  # name -> its store (files_volumes.volume_store)
     warnings: List[str]
 
 
@@ -203,6 +204,7 @@ def _mount_points(mounts: Mapping[_MountKey, Tuple[str, str, str]]) -> Dict[str,
     an error (only possible when a v1 mount is one of them)."""
     result: Dict[str, str] = {}
     for location, volume, location_path in mounts.values():
+        location = _mount_location(location, location_path)
         if location in result:
             raise FuzzfileError(
                 "%s: %r is already the mount point of volume %r"
@@ -210,6 +212,29 @@ def _mount_points(mounts: Mapping[_MountKey, Tuple[str, str, str]]) -> Dict[str,
             )
         result[location] = volume
     return result
+
+
+# Where the runtime's own file systems are, in a container and on the host:
+# a volume mounted there would hide them (or be hidden).
+RESERVED_LOCATIONS = ("/proc", "/sys", "/dev", "/multinode")
+
+
+def _mount_location(location: str, path: str) -> str:
+    """A mount location, normalized (a trailing / dropped): an absolute
+    path that names one directory other than / and the runtime's own."""
+    parts = location.split("/")
+    if ".." in parts or "." in parts:
+        raise FuzzfileError("%s: must not contain . or .. components, got %r" % (path, location))
+    normal = posixpath.normpath(location)
+    if normal == "/" or normal.startswith("//"):
+        raise FuzzfileError("%s: a volume cannot be mounted at %r" % (path, location))
+    for reserved in RESERVED_LOCATIONS:
+        if normal == reserved or normal.startswith(reserved + "/"):
+            raise FuzzfileError(
+                "%s: %r is under %s, which the runtime provides; mount the volume elsewhere"
+                % (path, location, reserved)
+            )
+    return normal
 
 
 # A resource setting: (its key, the key it gets in the result, its validator,
@@ -301,8 +326,6 @@ def _parse_settings(
     if "mounts" in keys and data.get("mounts") is not None:
         mounts_path = _join(path, "mounts")
         settings.mounts = _parse_mounts(data["mounts"], mounts_path, ctx)
-        if settings.mounts:
-            notes.append("%s: %s" % (mounts_path, NOTE["mounts"]))
     if "resource" in keys and data.get("resource") is not None:
         settings.resource = _parse_resource(data["resource"], _join(path, "resource"), notes)
     if "policy" in keys and data.get("policy") is not None:

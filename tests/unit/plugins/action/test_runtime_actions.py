@@ -13,6 +13,7 @@ import pytest
 
 from ansible_collections.fuzz.multinode.plugins.action.launch_job import ActionModule as LaunchJob
 from ansible_collections.fuzz.multinode.plugins.action.node_job import ActionModule as NodeJob
+from ansible_collections.fuzz.multinode.plugins.action.run_volumes import ActionModule as RunVolumes
 
 SPEC = {"job": "hello", "run": "r1", "ranks": []}
 
@@ -162,3 +163,21 @@ def test_launch_job_fails_with_the_heads_refusal(tmp_path):
     host = Host((1, "", "multinode-runtime: job hello on this node belongs to run r0, not to run r1\n"))
     result = action(LaunchJob, dict(job="hello", run="r1"), host).run(task_vars={})
     assert result["failed"] and result["msg"] == "job hello on this node belongs to run r0, not to run r1"
+
+
+# -- run_volumes ------------------------------------------------------------------
+
+def test_run_volumes_asks_the_runtime_to_remove_the_runs_ephemeral_volumes():
+    host = Host(answer(changed=True))
+    result = action(RunVolumes, dict(run="20261203T071500Z-00abcd", volume_root="/shared/volumes"), host).run(
+        task_vars={})
+    (command, stdin), = host.commands
+    assert command.endswith(" remove-volumes 20261203T071500Z-00abcd /shared/volumes")
+    assert stdin is None
+    assert result == dict(changed=True)
+
+
+def test_run_volumes_fails_with_the_runtimes_message():
+    host = Host((1, "", "multinode-runtime: remove-volumes: '../x' is not a run id\n"))
+    result = action(RunVolumes, dict(run="../x"), host).run(task_vars={})
+    assert result["failed"] and result["msg"] == "remove-volumes: '../x' is not a run id"

@@ -1,0 +1,109 @@
+"""A job's volumes on a node (volumes.py): where each lives under the
+volume root, made for real here (as root, for a real job user), and a run's
+ephemeral volumes removed at its end without following the job's links."""
+
+import os
+import pwd
+
+import pytest
+from multinode_runtime import volumes
+from multinode_runtime.errors import RuntimeFailure
+from multinode_runtime.spec import JobSpec, Mount, Rank
+
+RUN = "20261203T071500Z-00abcd"
+
+
+def job_user():
+    return pwd.getpwnam("nobody")  # an unprivileged user every Debian has
+
+
+def spec_of(root, mounts, run=RUN, nodes=("node-1",), sharing="auto"):
+    return JobSpec(job="solve", run=run, volume_root=str(root), volume_sharing=sharing,
+                   mounts=[Mount(*m) for m in mounts],
+                   ranks=[Rank(rank=r, name="solve-%d" % r, node=n) for r, n in enumerate(nodes)])
+
+
+def test_an_ephemeral_volume_is_the_runs_and_a_persistent_one_is_its_names(tmp_path):
+    spec = spec_of(tmp_path, [("/data", "data", "ephemeral"), ("/results", "keep", "persistent/results")])
+    assert [volumes.volume_dir(spec, m) for m in spec.mounts] == [
+        str(tmp_path / "ephemeral" / RUN / "data"), str(tmp_path / "persistent" / "results")]
+
+
+@pytest.mark.parametrize("mount, run, message", [
+    (("/data", "data", "ephemeral"), "", "job solve mounts the ephemeral volume data but its spec names no run"),
+    (("/data", "..", "ephemeral"), RUN, "volume .. (mounted at /data): '..' cannot name a directory"),
+    (("/data", "d", "persistent/../../etc"), RUN, "volume d (mounted at /data): '../../etc' cannot name a directory"),
+    (("/data", "d", "elsewhere"), RUN, "malformed job spec (mounts: volume d has store 'elsewhere')"),
+])
+def test_a_volume_that_would_leave_the_root_is_refused(tmp_path, mount, run, message):
+    spec = spec_of(tmp_path, [mount], run=run)
+    with pytest.raises(RuntimeFailure) as caught:
+        volumes.volume_dir(spec, spec.mounts[0])
+    assert str(caught.value) == message
+
+
+def test_prepare_makes_the_volumes_the_job_users_below_roots_directories(tmp_path):
+    user = job_user()
+    spec = spec_of(tmp_path / "volumes", [("/data", "data", "ephemeral"), ("/keep", "k", "persistent/k")])
+    placed = volumes.prepare(spec, user)
+    assert placed == [(str(tmp_path / "volumes" / "ephemeral" / RUN / "data"), "/data"),
+                      (str(tmp_path / "volumes" / "persistent" / "k"), "/keep")]
+    for directory, _ in placed:
+        info = os.stat(directory)
+        assert (info.st_uid, info.st_mode & 0o777) == (user.pw_uid, 0o700)
+        parent = os.stat(os.path.dirname(directory))
+        assert (parent.st_uid, parent.st_mode & 0o777) == (0, 0o755)
+    # A second job of the run finds them as they are, with what they hold.
+    open(os.path.join(placed[0][0], "kept"), "w").close()
+    assert volumes.prepare(spec, user) == placed
+    assert os.listdir(placed[0][0]) == ["kept"]
+
+
+def test_prepare_refuses_a_volume_directory_that_is_not_the_job_users(tmp_path):
+    spec = spec_of(tmp_path, [("/data", "data", "ephemeral")])
+    directory = volumes.volume_dir(spec, spec.mounts[0])
+    os.makedirs(directory)  # root's
+    with pytest.raises(RuntimeFailure) as caught:
+        volumes.prepare(spec, job_user())
+    assert str(caught.value) == "volume data: %s is not a directory of the job user %s" % (
+        directory, job_user().pw_name)
+
+
+def test_remove_run_removes_that_runs_ephemeral_volumes_only_and_follows_no_link(tmp_path):
+    user = job_user()
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "precious").write_text("keep me\n")
+    ours = spec_of(tmp_path / "v", [("/data", "data", "ephemeral"), ("/keep", "k", "persistent/k")])
+    other = spec_of(tmp_path / "v", [("/data", "data", "ephemeral")], run="20261203T071500Z-ffffff")
+    for directory, _ in volumes.prepare(ours, user) + volumes.prepare(other, user):
+        os.symlink(str(outside), os.path.join(directory, "link"))
+    assert volumes.remove_run(str(tmp_path / "v"), RUN) is True
+    assert not (tmp_path / "v" / "ephemeral" / RUN).exists()
+    assert (tmp_path / "v" / "ephemeral" / other.run / "data" / "link").is_symlink()
+    assert (tmp_path / "v" / "persistent" / "k" / "link").is_symlink()
+    assert (outside / "precious").read_text() == "keep me\n"
+    assert volumes.remove_run(str(tmp_path / "v"), RUN) is False  # nothing left: nothing to do
+    with pytest.raises(RuntimeFailure):
+        volumes.remove_run(str(tmp_path / "v"), "../persistent")
+
+
+def test_a_multinode_job_says_when_its_volumes_are_each_nodes_own(tmp_path):
+    mounts = [("/data", "data", "ephemeral")]
+    two = spec_of(tmp_path, mounts, nodes=("node-1", "node-2"), sharing="node-local")
+    note = volumes.sharing_note(two)
+    assert note.startswith("the volumes of job solve (data) are under %s, which is each node's own "
+                           "storage: its ranks on different nodes see different files" % tmp_path)
+    assert volumes.sharing_note(spec_of(tmp_path, mounts, nodes=("node-1", "node-2"), sharing="shared")) is None
+    assert volumes.sharing_note(spec_of(tmp_path, mounts, nodes=("node-1", "node-1"), sharing="node-local")) is None
+    assert volumes.sharing_note(spec_of(tmp_path, [], nodes=("node-1", "node-2"), sharing="node-local")) is None
+    # auto: this machine's temporary directory is no network file system
+    assert volumes.is_shared(str(tmp_path / "not" / "there"), "auto") is False
+
+
+def test_a_mount_location_inside_the_volume_root_is_refused(tmp_path):
+    spec = spec_of(tmp_path, [(str(tmp_path / "ephemeral"), "data", "ephemeral")])
+    with pytest.raises(RuntimeFailure) as caught:
+        volumes.prepare(spec, job_user())
+    assert str(caught.value) == ("volume data: its mount location %s/ephemeral is inside the volume root %s, "
+                                 "which a run does not see" % (tmp_path, tmp_path))
