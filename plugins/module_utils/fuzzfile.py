@@ -93,6 +93,9 @@ from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.transfers
     transfer_plan,
     transfer_secrets,
 )
+from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.transfers import (
+    relative_path as volume_relative_path,
+)
 from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.values import validate_job_name
 
 __all__ = [
@@ -144,4 +147,5 @@ __all__ = [
     "transfer_plan",
     "transfer_secrets",
     "validate_job_name",
+    "volume_relative_path",
 ]

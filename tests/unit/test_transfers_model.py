@@ -87,7 +87,8 @@ def test_every_end_a_transfer_may_have():
     (None, [item("file://../../../etc/shadow", "s3://b/k")],
      "volumes.data.egress[0].source.uri: 'file://../../../etc/shadow' escapes the volume with '..'"),
     (None, [item("file://out", "file://../elsewhere")],
-     "volumes.data.egress[0].destination.uri: 'file://../elsewhere' escapes the volume with '..'"),
+     "volumes.data.egress[0].destination.uri: 'file://../elsewhere' escapes the controller's egress directory "
+     "with '..'; it must be a path inside the controller's egress directory, relative and without '..'"),
     ([item("https://example.org/a", "file://")], None,
      "volumes.data.ingress[0].destination.uri: 'file://' names no file"),
     ([item("https://example.org/a", "file://in/")], None,

@@ -51,6 +51,7 @@ from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.values im
 )
 
 DIRECTIONS = ("ingress", "egress")
+EGRESS_DIRECTORY = "the controller's egress directory"
 HTTP_PREFIXES = ("https://", "http://")
 S3_PREFIX = "s3://"
 # An s3:// secret's value: these two are required, the rest optional.
@@ -65,16 +66,17 @@ _ENDS = {
 }
 
 
-def relative_path(uri: str, path: str) -> str:
-    """The PATH of ``file://PATH`` inside a volume (or the controller's
-    egress directory), normalized; FuzzfileError naming ``path`` when it
-    is absolute, climbs out with ``..``, or names no file."""
+def relative_path(uri: str, path: str, inside: str = "the volume") -> str:
+    """The PATH of ``file://PATH`` inside a volume (or, ``inside``, the
+    controller's egress directory), normalized; FuzzfileError naming
+    ``path`` when it is absolute, climbs out with ``..``, or names no
+    file."""
     text = uri[len(FILE_PREFIX):]
-    where = "a path inside the volume, relative and without '..'"
+    where = "a path inside %s, relative and without '..'" % inside
     if text.startswith("/"):
         raise FuzzfileError("%s: %s is absolute; it must be %s (file://dir/name)" % (path, _show(uri), where))
     if ".." in text.split("/"):
-        raise FuzzfileError("%s: %s escapes the volume with '..'; it must be %s" % (path, _show(uri), where))
+        raise FuzzfileError("%s: %s escapes %s with '..'; it must be %s" % (path, _show(uri), inside, where))
     normal = posixpath.normpath(text) if text else ""
     if not text or normal == "." or text.endswith("/"):
         raise FuzzfileError("%s: %s names no file; it must be %s, ending in a file name"
@@ -109,7 +111,7 @@ def check_end(uri: str, direction: str, end: str, path: str, files: Mapping[str,
                 raise FuzzfileError("%s: %s names no entry of the top-level files (%s)"
                                     % (path, _show(uri), _names(files, "the workflow has none")))
         else:
-            relative_path(uri, path)
+            relative_path(uri, path, EGRESS_DIRECTORY if remote else "the volume")
         return
     if remote and uri.startswith(S3_PREFIX):
         s3_location(uri, path)
