@@ -3,7 +3,8 @@
 """Action plugin of fuzz.multinode.node_state: in one command over the
 host's connection (no module shipped, no facts gathered), whether the node
 is prepared already, what preparing it needs to know (the SSH tools it
-lacks, whether systemd runs) and the address it reaches the others by."""
+lacks, whether systemd runs, whether the runtime's Python has boto3) and
+the address it reaches the others by."""
 
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ if test %(local)s = yes ||
 then echo sshd; else echo no-sshd; fi
 for tool in %(tools)s; do test -e "$tool" || echo "missing $tool"; done
 test ! -d /run/systemd/system || echo systemd
+/usr/bin/python3 -I -c 'import boto3' 2>/dev/null && echo boto3
 python3 -I -c '
 import socket
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -73,5 +75,5 @@ class ActionModule(ActionBase):
                       prepared=sshd[0] == "sshd" and is_prepared(stamp, params["fingerprint"], params["nodes"]),
                       address=address[0] if address else "", fingerprint=params["fingerprint"], runtime=RUNTIME_PATH,
                       missing=[line.split(" ", 1)[1] for line in lines if line.startswith("missing ")],
-                      systemd="systemd" in lines)
+                      systemd="systemd" in lines, boto3="boto3" in lines)
         return result

@@ -1,12 +1,17 @@
 # Copyright: fuzz.multinode developers
 # Apache License 2.0 (see LICENSE)
-"""fuzz.multinode.job_secrets and fuzz.multinode.registry_secret_names: what
-of fuzz_multinode_secrets a job's nodes get, and which of its values are
-registry credentials (see job_secrets.yml and registry_secret_names.yml)."""
+"""fuzz.multinode.job_secrets, transfer_secrets, registry_secret_names and
+s3_secret_names: what of fuzz_multinode_secrets a job's nodes and a run's
+transfers get, and which of its values are registry or S3 credentials (see
+the .yml file of each)."""
 
 from __future__ import annotations
 
-from ansible_collections.fuzz.multinode.plugins.module_utils.fuzzfile import registry_secret_names
+from ansible_collections.fuzz.multinode.plugins.module_utils.fuzzfile import (
+    registry_secret_names,
+    s3_secret_names,
+    transfer_secrets,
+)
 
 
 def job_secrets(secrets, spec):
@@ -22,4 +27,5 @@ def job_secrets(secrets, spec):
 
 class FilterModule:
     def filters(self):
-        return {"job_secrets": job_secrets, "registry_secret_names": registry_secret_names}
+        return {"job_secrets": job_secrets, "registry_secret_names": registry_secret_names,
+                "s3_secret_names": s3_secret_names, "transfer_secrets": transfer_secrets}

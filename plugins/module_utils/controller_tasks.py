@@ -22,10 +22,12 @@ from ansible_collections.fuzz.multinode.plugins.module_utils.fuzzfile import (
     Job,
     admission,
     admit,
+    check_transfer_secrets,
     not_executed_yet,
     parse_workflow,
     read_fuzzfile_text,
     select_run,
+    transfer_plan,
 )
 from ansible_collections.fuzz.multinode.plugins.module_utils.job_spec import (
     CLAIM_LEASE,
@@ -50,6 +52,7 @@ FUZZFILE_ARGUMENT_SPEC: Dict[str, Any] = dict(
     job=dict(type="str"),
     secret_names=dict(SECRET_NAMES_OPTION),
     registry_secret_names=dict(SECRET_NAMES_OPTION),
+    s3_secret_names=dict(SECRET_NAMES_OPTION),
 )
 
 RANK_PLAN_ARGUMENT_SPEC: Dict[str, Any] = dict(
@@ -79,8 +82,9 @@ RANK_PLAN_ARGUMENT_SPEC: Dict[str, Any] = dict(
 
 
 def load_fuzzfile(params: Mapping[str, Any]) -> Tuple[Dict[str, Any], List[str]]:
-    """The fuzzfile task: parse and validate the Fuzzfile at ``path``, and
-    choose the jobs to run (``job``, else the whole workflow)."""
+    """The fuzzfile task: parse and validate the Fuzzfile at ``path``,
+    choose the jobs to run (``job``, else the whole workflow) and the
+    transfers of the volumes they mount (``transfers``)."""
     path = params["path"]
     text = read_fuzzfile_text(path)
     name: Optional[str] = params.get("job")
@@ -94,6 +98,8 @@ def load_fuzzfile(params: Mapping[str, Any]) -> Tuple[Dict[str, Any], List[str]]
             # rank_plan after the nodes were prepared; rank_plan takes the
             # job's admission from its form and does not check it again.
             admit(job, secret_names, registry_secret_names)
+        transfers = transfer_plan(workflow, run)
+        check_transfer_secrets(transfers, secret_names, registry_secret_names, params.get("s3_secret_names"))
     except FuzzfileError as exc:
         raise FuzzfileError("%s: %s" % (path, exc)) from None
 
@@ -104,7 +110,7 @@ def load_fuzzfile(params: Mapping[str, Any]) -> Tuple[Dict[str, Any], List[str]]
     for job in run:
         notes += job.unsupported + not_executed_yet(job, whole_workflow=name is None)
     result: Dict[str, Any] = dict(
-        changed=False, workflow=workflow.to_dict(), run=[admitted(job) for job in run]
+        changed=False, workflow=workflow.to_dict(), run=[admitted(job) for job in run], transfers=transfers
     )
     if name is not None or len(workflow.jobs) == 1:
         result["job"] = run[0].to_dict()  # the job's plain form, for any use

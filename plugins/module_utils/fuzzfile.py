@@ -25,6 +25,9 @@ Entry points:
   job's JSON form, and ``admit_once`` does not check an admitted job again;
 - ``Job.to_dict()`` and ``Workflow.to_dict()``: the JSON forms passed between
   tasks; ``load_job`` and ``load_workflow`` read them back, checked;
+- ``transfer_plan(workflow, run)``: the ingress and egress of a run's
+  volumes; ``check_transfer_secrets``: their credentials are defined and
+  of the form their end takes;
 - ``parse_go_duration`` and ``parse_memory_size``: the value syntaxes.
 
 Every bad input raises ``FuzzfileError`` whose message starts with the path of
@@ -48,7 +51,14 @@ from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.keys impo
     VERSIONS,
 )
 from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.loader import HAS_YAML, read_fuzzfile_text
-from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.model import Dependency, Job, TaskArray, Workflow
+from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.model import (
+    Dependency,
+    Job,
+    TaskArray,
+    Transfer,
+    Volume,
+    Workflow,
+)
 from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.parser import parse_workflow
 from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.policy import (
     ADMISSION_KEY,
@@ -76,6 +86,16 @@ from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.quantitie
     parse_go_duration,
     parse_memory_size,
 )
+from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.transfers import (
+    check_transfer_secrets,
+    s3_credentials,
+    s3_secret_names,
+    transfer_plan,
+    transfer_secrets,
+)
+from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.transfers import (
+    relative_path as volume_relative_path,
+)
 from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.values import validate_job_name
 
 __all__ = [
@@ -92,7 +112,9 @@ __all__ = [
     "SECRET_PREFIX",
     "TASK_ARRAY_MAX_CONCURRENCY",
     "TaskArray",
+    "Transfer",
     "VERSIONS",
+    "Volume",
     "Workflow",
     "admission",
     "admit",
@@ -100,6 +122,7 @@ __all__ = [
     "check_rank_names",
     "check_registry_secret",
     "check_secrets",
+    "check_transfer_secrets",
     "dependency_order",
     "image_secret_name",
     "load_job",
@@ -115,9 +138,14 @@ __all__ = [
     "registry_secret_names",
     "require_runnable",
     "reserved_env",
+    "s3_credentials",
+    "s3_secret_names",
     "secret_references",
     "select_job",
     "select_run",
     "task_name",
+    "transfer_plan",
+    "transfer_secrets",
     "validate_job_name",
+    "volume_relative_path",
 ]

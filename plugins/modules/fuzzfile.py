@@ -32,8 +32,7 @@ description:
     and services by their C(depends-on) (or deprecated C(requires)) dependencies.
   - >-
     Keys that Fuzzball knows but this collection does not execute yet (for example
-    a volume's C(ingress) and C(egress), C(network), C(services), C(resource.devices),
-    C(policy.restart)) are validated,
+    C(network), C(services), C(resource.devices), C(policy.restart)) are validated,
     listed in RV(workflow.unsupported) and RV(job.unsupported), and reported as warnings,
     as are RV(workflow.warnings).
   - >-
@@ -41,6 +40,12 @@ description:
     C(<job>-<rank>) would be longer than 63 characters (one DNS label). A workflow of
     services only is valid, but there is nothing to run (services are not run yet): the
     module fails saying so.
+  - >-
+    A volume's C(ingress) and C(egress) are checked: sources C(https://), C(http://),
+    C(s3://BUCKET/KEY) or C(file://<name of a top-level files entry>) into C(file://PATH)
+    inside the volume; from C(file://PATH) to C(s3://BUCKET/KEY) or C(file://PATH) (under the
+    controller's egress directory). A PATH that is absolute or escapes with C(..) is refused,
+    naming the field. The run's transfers are returned as RV(transfers).
   - The result's RV(job) is the input of M(fuzz.multinode.rank_plan).
 author:
   - fuzz.multinode developers (!UNKNOWN)
@@ -66,6 +71,22 @@ options:
         one job. The whole workflow is validated either way.
       - Services are not run, so a workflow run whose jobs depend on a service is refused.
     type: str
+  s3_secret_names:
+    description:
+      - >-
+        The names of the secrets whose values are S3 credentials: a mapping of
+        C(access_key_id) and C(secret_access_key) (non-empty strings) and optionally
+        C(session_token), C(region) and C(endpoint_url) (the filter
+        C(fuzz.multinode.s3_secret_names) picks them out of C(fuzz_multinode_secrets)).
+        When given, an C(s3://) transfer whose C(secret) names a secret not in this list
+        fails the module, naming the field and the reference, before any host is touched.
+      - >-
+        With O(secret_names), a transfer's C(secret) must be defined; with
+        O(registry_secret_names), an C(https://) or C(http://) transfer's C(secret) must be a
+        user name and password (basic authentication).
+      - Names only; secret values never pass through this module.
+    type: list
+    elements: str
 notes:
   - >-
     The file is parsed with PyYAML's safe loader, adjusted to be closer to the YAML 1.2
@@ -147,7 +168,7 @@ workflow:
       type: list
       elements: str
       returned: success
-      sample: ["volumes.data.ingress: data movement (ingress, egress) is not supported yet; ignored"]
+      sample: ["annotations: workflow annotations are not supported yet; ignored"]
     warnings:
       description:
         - Other warnings, such as a deprecated C(requires) or tabs read as indentation.
@@ -160,6 +181,18 @@ workflow:
       type: dict
       returned: success
       sample: {"solver.conf": "tolerance = 1e-6\n"}
+    volumes:
+      description:
+        - Every declared volume by name - its C(store) (V(ephemeral) or C(persistent/NAME))
+          and its C(ingress) and C(egress) items, each C(source), C(destination) (URIs as
+          written), C(secret) (the C(secret://) reference of the end that is not the volume,
+          or V(null)), C(timeout_seconds) (C(policy.timeout.execute), or V(null)) and
+          C(attempts) (C(policy.retry.attempts), at least 1).
+      type: dict
+      returned: success
+      sample: {"data": {"store": "ephemeral", "ingress": [{"source": "https://example.org/in.csv",
+               "destination": "file://in.csv", "secret": null, "timeout_seconds": null, "attempts": 1}],
+               "egress": []}}
     order:
       description:
         - Every job and service in an order that respects the dependencies; among the
@@ -199,6 +232,25 @@ run:
   returned: success
   type: list
   elements: dict
+transfers:
+  description:
+    - >-
+      The data movement of the run - for each volume that a job of RV(run) mounts and that
+      has C(ingress) or C(egress), in the Fuzzfile's order - the input of
+      M(fuzz.multinode.volume_transfers).
+    - >-
+      C(hosts) - how many of the play's first hosts run a job that mounts the volume (each job
+      runs on the first hosts, so the first host has every volume); C(s3) - whether an item
+      is C(s3://); each item with C(field) (its path in the Fuzzfile, for messages) and
+      C(secret), the secret's name in C(fuzz_multinode_secrets) (not a value).
+  returned: success
+  type: list
+  elements: dict
+  sample: [{"volume": "data", "store": "ephemeral", "hosts": 2, "s3": true,
+            "ingress": [{"field": "volumes.data.ingress[0]", "source": "s3://inputs/case.tar",
+                         "destination": "file://case.tar", "secret": "user/s3",
+                         "timeout_seconds": 600.0, "attempts": 1}],
+            "egress": []}]
 job:
   description:
     - The selected job, normalized (defaults merged). Pass it unchanged to

@@ -74,6 +74,12 @@ systemd:
   description: Whether systemd runs on the node (the node role then starts sshd through it).
   returned: success
   type: bool
+boto3:
+  description: >-
+    Whether the node runtime's Python (C(/usr/bin/python3)) has boto3, which C(s3://)
+    transfers need (the node role installs Debian's python3-boto3 when a workflow has them).
+  returned: success
+  type: bool
 fingerprint:
   description: The fingerprint checked.
   returned: always

@@ -227,9 +227,10 @@ def cleaned(state, jobs):
 
 # -- running the playbook like a user -----------------------------------------------
 
-def playbook(fuzzfile, logs, extra_vars=None):
+def playbook(fuzzfile, logs, extra_vars=None, args=()):
     """argv and environment of `ansible-playbook run-job.yml -e fuzzfile=FILE
-    -e log_dir=DIR` from the repository root, no inventory."""
+    -e log_dir=DIR` from the repository root, no inventory; `args`: more
+    ansible-playbook arguments (`-e @secrets.yml`)."""
     argv = [str(Path(sys.executable).parent / "ansible-playbook"), "run-job.yml",
             "-e", "fuzzfile=%s" % fuzzfile, "-e", "log_dir=%s" % logs]
     # The tier checks local mode on the bare host, whether or not this
@@ -240,6 +241,7 @@ def playbook(fuzzfile, logs, extra_vars=None):
         argv += ["-e", "fuzz_multinode_helper_source=" + os.path.abspath(os.environ["FUZZ_MULTINODE_HELPER"])]
     for name, value in (extra_vars or {}).items():
         argv += ["-e", "%s=%s" % (name, value)]
+    argv += list(args)
     env = {key: value for key, value in os.environ.items()
            if not key.startswith(("ANSIBLE_", "MOLECULE_")) and key not in ("PY_COLORS",)}
     env["ANSIBLE_NOCOLOR"] = "1"
@@ -313,10 +315,10 @@ class Part:
         return repr(self.run)
 
 
-def run_job(fuzzfile, logs, extra_vars=None, timeout=PLAYBOOK_TIMEOUT):
+def run_job(fuzzfile, logs, extra_vars=None, timeout=PLAYBOOK_TIMEOUT, args=()):
     """Run run-job.yml on a Fuzzfile to the end; a run that hangs gets
     Ctrl-C after `timeout` seconds, as a user would give it."""
-    argv, env = playbook(fuzzfile, logs, extra_vars)
+    argv, env = playbook(fuzzfile, logs, extra_vars, args)
     hostname = socket.gethostname()
     rc, output, seconds = fuzz_playbook.run_with_timeout(argv, env, REPO, timeout, grace=60)
     run = Run(Path(fuzzfile), Path(logs), rc, output, seconds, hostname)

@@ -342,8 +342,9 @@ def test_unsupported_job_features_are_recorded():
 
 @pytest.mark.parametrize("version", ["v1", "v4"])
 def test_unsupported_workflow_features_are_recorded(version):
-    """Top-level files, defaults and volumes are applied now (no notes);
-    services, annotations and a volume's data movement are notes."""
+    """Top-level files, defaults, volumes and their data movement are
+    applied now (no notes); services and annotations are notes. A volume
+    with transfers that no job mounts gets a warning: they are not run."""
     wf = parse(
         workflow(
             version=version,
@@ -361,16 +362,19 @@ def test_unsupported_workflow_features_are_recorded(version):
     assert wf.unsupported == [
         "services: services are not supported yet; ignored (web, db)",
         "annotations: workflow annotations are not supported yet; ignored",
-        "volumes.data.ingress: data movement (ingress, egress) is not supported yet; ignored",
     ]
+    assert wf.warnings == ["volumes.data: no job mounts it, so its ingress and egress are not run"]
     assert select_job(wf).env == [("A", "1")]
     assert wf.to_dict() == {
         "version": version,
         "jobs": ["solve"],
         "services": ["web", "db"],
         "unsupported": wf.unsupported,
-        "warnings": [],
+        "warnings": wf.warnings,
         "files": {"conf": "x=1\n"},
+        "volumes": {"data": {"store": "ephemeral", "egress": [], "ingress": [
+            {"source": "https://example.org/in.csv", "destination": "file://in.csv", "secret": None,
+             "timeout_seconds": None, "attempts": 1}]}},
         "order": ["solve", "web", "db"],
         "waves": [["solve", "web", "db"]],
         "job_defs": {"solve": select_job(wf).to_dict()},
@@ -997,6 +1001,7 @@ def test_module_reads_the_example():
         "unsupported": [],
         "warnings": [],
         "files": {},
+        "volumes": {},
         "order": ["generic-multinode"],
         "waves": [["generic-multinode"]],
         "job_defs": {"generic-multinode": expected},
@@ -1051,7 +1056,10 @@ def test_module_playbook(tmp_path):
                 },
                 volumes={"v": {"reference": "volume://user/ephemeral",
                                "egress": [{"source": {"uri": "file://out"},
-                                           "destination": {"uri": "s3://bucket/out"}}]}},
+                                           "destination": {"uri": "s3://bucket/out"}}]},
+                         "w": {"reference": "volume://user/ephemeral",
+                               "ingress": [{"source": {"uri": "https://example.org/x"},
+                                            "destination": {"uri": "file://x"}}]}},
             )
         )
     )
@@ -1083,6 +1091,7 @@ def test_module_playbook(tmp_path):
       fuzz.multinode.fuzzfile:
         path: %(multi)s
         job: a
+      register: warnings
     - name: read b
       fuzz.multinode.fuzzfile:
         path: %(multi)s
@@ -1142,8 +1151,13 @@ def test_module_playbook(tmp_path):
     assert [job["name"] for job in several["run"]] == ["a", "b", "c"]
     assert "job" not in several
     assert tasks["warnings"]["warnings"] == [
-        "%s: volumes.v.egress: data movement (ingress, egress) is not supported yet; ignored" % multi,
+        "%s: volumes.w: no job mounts it, so its ingress and egress are not run" % multi,
     ]
+    # The run's transfers: those of the volume its job mounts, on its one host.
+    assert tasks["warnings"]["transfers"] == several["transfers"] == [{
+        "volume": "v", "store": "ephemeral", "hosts": 1, "s3": True, "ingress": [],
+        "egress": [{"field": "volumes.v.egress[0]", "source": "file://out", "destination": "s3://bucket/out",
+                    "secret": None, "timeout_seconds": None, "attempts": 1}]}]
     spec = tasks["plan b"]["spec"]
     assert tasks["plan b"]["changed"] is False
     assert spec["argv"] == ["echo", "2", "1"]

@@ -20,6 +20,8 @@ from ansible_collections.fuzz.multinode.plugins.module_utils.fuzzfile import (
     Dependency,
     FuzzfileError,
     TaskArray,
+    Transfer,
+    Volume,
     dependency_order,
     load_workflow,
     not_executed_yet,
@@ -217,9 +219,15 @@ def test_v4_everything():
         "annotations: workflow annotations are not supported yet; ignored",
         "volumes.data.use: storage classes are not supported yet: the volume is kept under "
         "fuzz_multinode_volume_root like every other",
-        "volumes.data.ingress: data movement (ingress, egress) is not supported yet; ignored",
-        "volumes.data.egress: data movement (ingress, egress) is not supported yet; ignored",
     ]
+    # The transfers are run: each with its secret, timeout and attempts.
+    assert wf.volumes["data"] == Volume(
+        "persistent/project-data",
+        ingress=[Transfer("s3://bucket/input.csv", "file://input.csv", "secret://user/s3", 300.0, 2),
+                 Transfer("file://data.csv", "file://data.csv")],
+        egress=[Transfer("file://result.csv", "s3://bucket/result.csv", "secret://user/s3")])
+    assert wf.volumes["scratch"] == Volume("ephemeral")
+    assert wf.volumes["legacy"] == Volume("persistent/legacy")
     # use: ephemeral is the run's; a volume of another storage class, with a
     # name, is that persistent volume
     both = {"scratch": "ephemeral", "data": "persistent/project-data"}
@@ -360,8 +368,6 @@ def test_v1_everything():
     ]
     assert wf.unsupported == [
         "annotations: workflow annotations are not supported yet; ignored",
-        "volumes.data.ingress: data movement (ingress, egress) is not supported yet; ignored",
-        "volumes.data.egress: data movement (ingress, egress) is not supported yet; ignored",
         "defaults.job.policy.retry.attempts: retries are not supported yet (Fuzzball ignores "
         "them too); ignored",
     ]

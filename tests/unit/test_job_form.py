@@ -313,5 +313,5 @@ def test_workflow_from_dict_errors():
     )
     assert message(workflow_dict(extra=1)) == (
         "workflow.extra: unknown key; expected one of files, job_defs, jobs, order, "
-        "service_defs, services, unsupported, version, warnings, waves"
+        "service_defs, services, unsupported, version, volumes, warnings, waves"
     )

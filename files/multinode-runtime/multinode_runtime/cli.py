@@ -37,6 +37,13 @@
   remove-volumes RUN VOLUME_ROOT
                         (root) remove the ephemeral volumes of RUN here
                         (the run ended); prints JSON
+  transfer              (root; the copy as the job user) one ingress or
+                        egress item of a volume; the request (JSON, with the
+                        item's credentials) is read from stdin; prints
+                        progress lines, then JSON
+  volume-read           (root; the read as the job user) a piece of a file
+                        in a volume, for the controller (a file:// egress
+                        destination); the request (JSON) on stdin
   cleanup JOB [--run RUN] [--everywhere] [--logs] [--job-log]
                         (root) kill every process of JOB on this node,
                         remove the files it placed, unregister it; prints
@@ -232,6 +239,31 @@ def cmd_remove_volumes(args):
     print(json.dumps({"changed": remove_run(root=args[1], run=args[0])}))
 
 
+def read_request(name):
+    try:
+        return json.load(sys.stdin)
+    except ValueError:
+        raise RuntimeFailure("%s: stdin must be the request as JSON" % name) from None
+
+
+def cmd_transfer(args):
+    if args:
+        raise RuntimeFailure("usage: transfer < request.json")
+    from .transfers import transfer
+
+    def say(line):
+        print(line, flush=True)
+
+    print(json.dumps(transfer(read_request("transfer"), say)))
+
+
+def cmd_volume_read(args):
+    if args:
+        raise RuntimeFailure("usage: volume-read < request.json")
+    from .transfers import read_piece
+    print(json.dumps(read_piece(read_request("volume-read"))))
+
+
 COMMANDS = {
     "prepare": cmd_prepare,
     "start": cmd_start,
@@ -246,6 +278,8 @@ COMMANDS = {
     "cleanup": cmd_cleanup,
     "show": cmd_show,
     "remove-volumes": cmd_remove_volumes,
+    "transfer": cmd_transfer,
+    "volume-read": cmd_volume_read,
 }
 
 

@@ -31,21 +31,31 @@ SHARED_FILE_SYSTEMS = ("nfs", "nfs4", "lustre", "gpfs", "ceph", "cifs", "smb2", 
 
 def volume_dir(spec, mount):
     """The directory of `mount` (a spec.Mount) on this node."""
-    kind, _, name = mount.store.partition("/")
+    if mount.store == EPHEMERAL and not _RUN_RE.match(spec.run or ""):
+        raise RuntimeFailure("job %s mounts the ephemeral volume %s but its spec names no run"
+                             % (spec.job, mount.volume))
+    return store_dir(spec.volume_root, spec.run, mount.volume, mount.store,
+                     "volume %s (mounted at %s)" % (mount.volume, mount.location))
+
+
+def store_dir(root, run, volume, store, what=None):
+    """The directory of volume `volume` of run `run` whose store is `store`
+    (ephemeral, persistent/NAME) under the volume root `root`; `what`
+    names the volume in errors."""
+    what = what or "volume %s" % volume
+    kind, _, name = store.partition("/")
     if kind == EPHEMERAL and not name:
-        if not _RUN_RE.match(spec.run or ""):
-            raise RuntimeFailure("job %s mounts the ephemeral volume %s but its spec names no run"
-                                 % (spec.job, mount.volume))
-        return os.path.join(spec.volume_root, EPHEMERAL, spec.run, _checked(mount.volume, mount))
+        if not _RUN_RE.match(run or ""):
+            raise RuntimeFailure("%s: %r is not a run id" % (what, run))
+        return os.path.join(root, EPHEMERAL, run, _checked(volume, what))
     if kind == PERSISTENT:
-        return os.path.join(spec.volume_root, PERSISTENT, _checked(name, mount))
-    raise RuntimeFailure("malformed job spec (mounts: volume %s has store %r)" % (mount.volume, mount.store))
+        return os.path.join(root, PERSISTENT, _checked(name, what))
+    raise RuntimeFailure("malformed job spec (mounts: volume %s has store %r)" % (volume, store))
 
 
-def _checked(name, mount):
+def _checked(name, what):
     if not _NAME_RE.match(name):
-        raise RuntimeFailure("volume %s (mounted at %s): %r cannot name a directory" % (
-            mount.volume, mount.location, name))
+        raise RuntimeFailure("%s: %r cannot name a directory" % (what, name))
     return name
 
 
@@ -58,18 +68,31 @@ def prepare(spec, user):
             raise RuntimeFailure("volume %s: its mount location %s is inside the volume root %s, which "
                                  "a run does not see" % (mount.volume, mount.location, spec.volume_root))
         directory = volume_dir(spec, mount)
-        _make_root_dirs(os.path.dirname(directory))
-        try:
-            os.mkdir(directory, 0o700)
-            os.chown(directory, user.pw_uid, user.pw_gid)
-        except FileExistsError:
-            pass
-        info = os.lstat(directory)
-        if not os.path.isdir(directory) or os.path.islink(directory) or info.st_uid != user.pw_uid:
-            raise RuntimeFailure("volume %s: %s is not a directory of the job user %s" % (
-                mount.volume, directory, user.pw_name))
+        make_volume_dir(directory, user, mount.volume)
         placed.append((directory, mount.location))
     return placed
+
+
+def make_volume_dir(directory, user, volume):
+    """Make a volume's directory (when missing): root's directories down to
+    it, it the job user's (0700). RuntimeFailure when what is there is not
+    a directory of the job user's."""
+    _make_root_dirs(os.path.dirname(directory))
+    try:
+        os.mkdir(directory, 0o700)
+        os.chown(directory, user.pw_uid, user.pw_gid)
+    except FileExistsError:
+        pass
+    check_volume_dir(directory, user, volume)
+
+
+def check_volume_dir(directory, user, volume):
+    """RuntimeFailure unless `directory` is a directory of the job user's
+    (not a link to one)."""
+    info = os.lstat(directory)
+    if not os.path.isdir(directory) or os.path.islink(directory) or info.st_uid != user.pw_uid:
+        raise RuntimeFailure("volume %s: %s is not a directory of the job user %s" % (
+            volume, directory, user.pw_name))
 
 
 def _make_root_dirs(path):

@@ -15,6 +15,8 @@
 - ``settings``: the mergeable settings (env, mounts, resource, policy) and
   ``defaults``;
 - ``files_volumes``: top-level ``files``, ``file://`` references, ``volumes``;
+- ``transfers``: a volume's ``ingress`` and ``egress`` (their ends, a run's
+  transfers and their credentials);
 - ``network``: ``network`` sections and readiness probes;
 - ``parser``: ``parse_workflow``, a Fuzzfile's text to a ``Workflow``;
 - ``job_form``: a job or workflow from its JSON form, checked (a task's

@@ -5,7 +5,7 @@
 """The workflow's top-level ``files`` (name -> contents), a job's or
 service's ``files`` (a ``file://`` reference to one of them, or the file's
 contents in place), and the top-level ``volumes`` with their ingress and
-egress transfers (validated; the transfers are not executed yet). A v1
+egress transfers (``transfers``). A v1
 volume's ``name`` is its key (the vendor's client sets it so): another name
 is ignored with a warning; a v4 volume's ``name`` names a persistent volume.
 
@@ -21,23 +21,20 @@ from typing import Any, Dict, List, Optional, Tuple
 from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.errors import FuzzfileError
 from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.keys import (
     FILE_PREFIX,
-    LOCATION_KEYS,
     NOTE,
-    TRANSFER_KEYS,
-    TRANSFER_POLICY_KEYS,
     VOLUME_KEYS,
     VOLUME_PREFIX,
     VOLUME_V4_KEYS,
 )
+from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.model import Volume
 from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.quantities import (
     parse_memory_size,
 )
-from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.settings import _Context, _parse_timeout_retry
+from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.settings import _Context
+from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.transfers import parse_transfers
 from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.values import (
-    _check_keys,
     _check_keys_versioned,
     _join,
-    _list,
     _mapping,
     _names,
     _show,
@@ -134,10 +131,11 @@ def volume_store(reference: Optional[str], use: Optional[str], name: Optional[st
     return "persistent/" + persistent
 
 
-def _parse_volumes(value: Any, ctx: _Context, notes: List[str]) -> Dict[str, str]:
-    """The volumes by name, each with its store (``volume_store``)."""
+def _parse_volumes(value: Any, ctx: _Context, notes: List[str]) -> Dict[str, Volume]:
+    """The volumes by name, each with its store (``volume_store``) and its
+    transfers."""
     data = _mapping(value, "volumes")
-    stores: Dict[str, str] = {}
+    volumes: Dict[str, Volume] = {}
     for name, raw in data.items():
         if not isinstance(name, str) or not name:
             raise FuzzfileError("volumes: names must be non-empty strings, got %s" % _show(name))
@@ -172,47 +170,14 @@ def _parse_volumes(value: Any, ctx: _Context, notes: List[str]) -> Dict[str, str
         use = volume.get("use")
         if use is not None and use not in ("ephemeral", "persistent") and not use.startswith(VOLUME_PREFIX):
             notes.append("%s: %s" % (_join(path, "use"), NOTE["storage_class"]))
-        for direction in ("ingress", "egress"):
-            if volume.get(direction) is not None:
-                transfers_path = _join(path, direction)
-                transfers = _list(volume[direction], transfers_path)
-                for index, transfer in enumerate(transfers):
-                    _parse_transfer(
-                        transfer, "%s[%d]" % (transfers_path, index), direction, ctx, notes
-                    )
-                if transfers:
-                    notes.append("%s: %s" % (transfers_path, NOTE["transfers"]))
-        stores[name] = volume_store(
+        transfers = parse_transfers(volume, path, ctx.files, ctx.warnings)
+        store = volume_store(
             reference,
             volume.get("use"),
             volume.get("name") if ctx.version != "v1" else None,
             name,
             path,
         )
-    return stores
+        volumes[name] = Volume(store, transfers["ingress"], transfers["egress"])
+    return volumes
 
-
-def _parse_transfer(
-    value: Any, path: str, direction: str, ctx: _Context, notes: List[str]
-) -> None:
-    transfer = _mapping(value, path, "a mapping with 'source' and 'destination'")
-    _check_keys(transfer, path, TRANSFER_KEYS)
-    for end in ("source", "destination"):
-        end_path = _join(path, end)
-        if transfer.get(end) is None:
-            raise FuzzfileError("%s: required (a mapping with 'uri')" % end_path)
-        location = _mapping(transfer[end], end_path, "a mapping with 'uri'")
-        _check_keys(location, end_path, LOCATION_KEYS)
-        uri_path = _join(end_path, "uri")
-        if location.get("uri") is None:
-            raise FuzzfileError("%s: required" % uri_path)
-        uri = _string(location["uri"], uri_path, nonempty=True)
-        if direction == "ingress" and end == "source" and uri.startswith(FILE_PREFIX):
-            _file_reference(uri, uri_path, ctx)
-        if location.get("secret") is not None:
-            _string(location["secret"], _join(end_path, "secret"), nonempty=True)
-    if transfer.get("policy") is not None:
-        policy_path = _join(path, "policy")
-        policy = _mapping(transfer["policy"], policy_path)
-        _check_keys(policy, policy_path, TRANSFER_POLICY_KEYS)
-        _parse_timeout_retry(policy, policy_path, [])

@@ -40,12 +40,15 @@ from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.model imp
     Dependency,
     Job,
     TaskArray,
+    Transfer,
+    Volume,
     Workflow,
     _task_array,
 )
 from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.network import _parse_probe
 from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.policy import ADMISSION_KEY
 from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.settings import _mount_location
+from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.transfers import DIRECTIONS, check_end
 from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.values import (
     _abs_path,
     _bool,
@@ -181,6 +184,45 @@ def _volume_stores(value: Any, path: str) -> Dict[str, str]:
     return stores
 
 
+def _transfer_form(value: Any, path: str, direction: str, files: Mapping[str, str]) -> Transfer:
+    raw = _mapping(value, path)
+    _check_keys(raw, path, ("source", "destination", "secret", "timeout_seconds", "attempts"))
+    ends = {}
+    for end in ("source", "destination"):
+        ends[end] = _string(raw.get(end), _join(path, end), nonempty=True)
+        check_end(ends[end], direction, end, _join(path, end), files)
+    secret = raw.get("secret")
+    timeout = raw.get("timeout_seconds")
+    return Transfer(
+        ends["source"],
+        ends["destination"],
+        _secret_reference(secret, _join(path, "secret")) if secret is not None else None,
+        _seconds(timeout, _join(path, "timeout_seconds")) if timeout is not None else None,
+        _positive_int(raw.get("attempts", 1), _join(path, "attempts")),
+    )
+
+
+def _volumes_form(value: Any, path: str, files: Mapping[str, str]) -> Dict[str, Volume]:
+    """A workflow's ``volumes``: each ``{store, ingress, egress}``."""
+    volumes: Dict[str, Volume] = {}
+    for name, raw in _mapping(value, path).items():
+        item_path = _join(path, name)
+        raw = _mapping(raw, item_path)
+        _check_keys(raw, item_path, ("store",) + DIRECTIONS)
+        store = raw.get("store")
+        if not isinstance(name, str) or not isinstance(store, str):
+            raise FuzzfileError("%s.store: must be ephemeral or persistent/NAME, got %s"
+                                % (item_path, _show(store)))
+        _volume_stores({name: store}, path)
+        transfers = {
+            direction: [_transfer_form(item, "%s.%s[%d]" % (item_path, direction, index), direction, files)
+                        for index, item in enumerate(_list(raw.get(direction, []), _join(item_path, direction)))]
+            for direction in DIRECTIONS
+        }
+        volumes[name] = Volume(store, transfers["ingress"], transfers["egress"])
+    return volumes
+
+
 def _every_mount_has_its_store(values: Mapping[str, Any], path: str) -> None:
     for location, volume in values["mounts"].items():
         if volume not in values["volumes"]:
@@ -268,6 +310,7 @@ def load_workflow(data: Any, path: str = "workflow") -> Workflow:
             "unsupported",
             "warnings",
             "files",
+            "volumes",
             "order",
             "waves",
             "job_defs",
@@ -307,11 +350,20 @@ def load_workflow(data: Any, path: str = "workflow") -> Workflow:
         raise FuzzfileError(
             "%s.job_defs: must contain at least one job (or service_defs a service)" % path
         )
+    volumes = _volumes_form(data.get("volumes", {}), _join(path, "volumes"), files)
+    for key, defs in units.items():
+        for name, unit in defs.items() if volumes else ():
+            for volume, store in unit.volumes.items():
+                if volume not in volumes or volumes[volume].store != store:
+                    raise FuzzfileError(
+                        "%s.%s.%s.volumes.%s: must be the store of %s.volumes.%s, got %s" % (
+                            path, key, name, volume, path, volume, _show(store)))
     workflow = Workflow(
         version=version,
         jobs=units["job_defs"],
         service_defs=units["service_defs"],
         files=files,
+        volumes=volumes,
         unsupported=_string_list(data.get("unsupported", []), _join(path, "unsupported")),
         warnings=_string_list(data.get("warnings", []), _join(path, "warnings")),
     )

@@ -104,7 +104,6 @@ NOTE = {
     "annotations": "workflow annotations are not supported yet; ignored",
     "storage_class": "storage classes are not supported yet: the volume is kept under "
     "fuzz_multinode_volume_root like every other",
-    "transfers": "data movement (ingress, egress) is not supported yet; ignored",
     "services": "services are not supported yet; ignored",
     "service.policy": "a service has no policy in Fuzzball (its API drops it); validated as a "
     "job's and ignored",

@@ -44,6 +44,41 @@ class Dependency(NamedTuple):
     status: str = "FINISHED"
 
 
+class Transfer(NamedTuple):
+    """One item of a volume's ``ingress`` or ``egress``: copy ``source`` to
+    ``destination`` (URIs as the Fuzzfile wrote them, checked by
+    ``transfers``), with the credentials of ``secret`` (the ``secret://``
+    reference of the end that is not the volume; None: none), within
+    ``timeout_seconds`` (``policy.timeout.execute``; None: no limit), tried
+    up to ``attempts`` times (``policy.retry.attempts``, at least 1)."""
+
+    source: str
+    destination: str
+    secret: Optional[str] = None
+    timeout_seconds: Optional[float] = None
+    attempts: int = 1
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"source": self.source, "destination": self.destination, "secret": self.secret,
+                "timeout_seconds": self.timeout_seconds, "attempts": self.attempts}
+
+
+@dataclasses.dataclass
+class Volume:
+    """A declared volume: its ``store`` (``ephemeral`` or
+    ``persistent/NAME``, files_volumes.volume_store) and its data movement,
+    ``ingress`` (copied in before the run's first job) and ``egress``
+    (copied out after its last)."""
+
+    store: str
+    ingress: List[Transfer] = dataclasses.field(default_factory=list)
+    egress: List[Transfer] = dataclasses.field(default_factory=list)
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"store": self.store, "ingress": [item.to_dict() for item in self.ingress],
+                "egress": [item.to_dict() for item in self.egress]}
+
+
 # Job.to_dict() keys computed from other fields; load_job ignores them.
 DERIVED_JOB_KEYS = ("slots_per_node", "total_slots", "tasks", "max_hosts", "secret_env")
 
@@ -213,13 +248,15 @@ class Job:
 @dataclasses.dataclass
 class Workflow:
     """A parsed Fuzzfile: its version, its jobs and services by name (in file
-    order, normalized), the top-level ``files`` (name -> contents), notes on
-    ignored features and warnings."""
+    order, normalized), the top-level ``files`` (name -> contents), the
+    declared ``volumes`` by name (``Volume``: store, ingress, egress), notes
+    on ignored features and warnings."""
 
     version: str
     jobs: Dict[str, Job]
     service_defs: Dict[str, Job] = dataclasses.field(default_factory=dict)
     files: Dict[str, str] = dataclasses.field(default_factory=dict)
+    volumes: Dict[str, Volume] = dataclasses.field(default_factory=dict)
     unsupported: List[str] = dataclasses.field(default_factory=list)
     warnings: List[str] = dataclasses.field(default_factory=list)
 
@@ -258,6 +295,7 @@ class Workflow:
             "unsupported": list(self.unsupported),
             "warnings": list(self.warnings),
             "files": dict(self.files),
+            "volumes": {name: volume.to_dict() for name, volume in self.volumes.items()},
             "order": order,
             "waves": waves,
             "job_defs": {name: job.to_dict() for name, job in self.jobs.items()},

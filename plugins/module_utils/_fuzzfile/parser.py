@@ -52,6 +52,7 @@ from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.loader im
 from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.model import (
     Dependency,
     Job,
+    Volume,
     Workflow,
     _task_array,
 )
@@ -64,6 +65,7 @@ from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.settings 
     _parse_policy,
     _parse_settings,
 )
+from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.transfers import unmounted_volumes
 from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.values import (
     _abs_path,
     _argument_list,
@@ -345,8 +347,10 @@ def parse_workflow(text: str) -> Workflow:
     if data.get("annotations") is not None:
         if _string_map(data["annotations"], "annotations"):
             notes.append("annotations: %s" % NOTE["annotations"])
+    volumes: Dict[str, Volume] = {}
     if data.get("volumes") is not None:
-        ctx.volumes = _parse_volumes(data["volumes"], ctx, notes)
+        volumes = _parse_volumes(data["volumes"], ctx, notes)
+        ctx.volumes = {name: volume.store for name, volume in volumes.items()}
     defaults = _Defaults()
     if data.get("defaults") is not None:
         defaults = _parse_defaults(data["defaults"], ctx, notes)
@@ -377,9 +381,11 @@ def parse_workflow(text: str) -> Workflow:
         jobs=jobs,
         service_defs=services,
         files=ctx.files,
+        volumes=volumes,
         unsupported=notes,
         warnings=ctx.warnings,
     )
+    workflow.warnings.extend(unmounted_volumes(workflow))
     _check_dependencies(workflow.units, dependency_paths)
     dependency_order(_graph(workflow.units))
     return workflow

@@ -1,0 +1,547 @@
+"""Data movement on a node: one ingress or egress item of a volume
+(`transfer`), and a piece of a volume's file for the controller, which
+copies a file:// egress destination home (`read_piece`).
+
+Root makes the volume's directory as a job's registration does
+(volumes.make_volume_dir); everything else runs as the job user
+(processes.run_as): the volume is the job user's, who may have put links
+in it, so root never opens a path in it. The job user's rights are all a
+transfer has on the node: it can write or read nothing the job could not.
+
+An item streams in chunks (bounded memory, whatever the size). Into a
+volume, it is written under a temporary name in the destination's
+directory and renamed over the destination once complete: a failed or
+interrupted item leaves nothing (the temporary file is removed), and an
+existing file is replaced only by a whole new one. Into S3 an object
+appears only when complete (a multipart upload that fails is aborted).
+
+HTTP is the standard library's urllib (https certificates checked against
+the node's CA store), S3 is boto3 (Debian's python3-boto3), with the
+credentials of the item's secret only: never the node's or the caller's
+(AWS_* variables and ~/.aws are not read); without a secret, requests are
+anonymous (public buckets). Each attempt has the item's timeout; a
+connection silent for IDLE_SECONDS fails too. Progress is reported every
+PROGRESS_SECONDS; a failure names the item, its ends and the reason.
+"""
+
+import base64
+import io
+import os
+import posixpath
+import random
+import re
+import signal
+import socket
+import ssl
+import stat
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+
+from . import volumes
+from .errors import RuntimeFailure
+from .processes import run_as
+
+CHUNK = 1 << 20  # bytes read and written at a time
+PIECE_MAX = 8 << 20  # the most read_piece returns at once (base64 in JSON)
+IDLE_SECONDS = 60  # a connection that sends nothing this long fails the attempt
+PROGRESS_SECONDS = 5
+RETRY_PAUSE = 2  # seconds between attempts
+DEFAULT_REGION = "us-east-1"
+FILE_PREFIX, S3_PREFIX = "file://", "s3://"
+HTTP_PREFIXES = ("https://", "http://")
+S3_KEYS = ("access_key_id", "secret_access_key", "session_token", "region", "endpoint_url")
+# S3 uploads: parts of this size, this many at a time (bounded memory).
+S3_PART = 16 << 20
+S3_CONCURRENCY = 4
+
+
+class TransferError(Exception):
+    """Why an attempt failed, said for the user (never a secret's value)."""
+
+
+class _Deadline(BaseException):
+    """The item's timeout fired (a BaseException: no library's `except
+    Exception` swallows it)."""
+
+
+# -- requests, checked ---------------------------------------------------------
+
+def volume_path(uri):
+    """The relative path of `file://PATH` inside a volume (checked again:
+    the controller checked it, but a node trusts no request)."""
+    if not uri.startswith(FILE_PREFIX):
+        raise RuntimeFailure("%r is not a file:// path in the volume" % uri)
+    path = uri[len(FILE_PREFIX):]
+    if not path or path.startswith("/") or ".." in path.split("/") or path.endswith("/") \
+            or "\0" in path or posixpath.normpath(path) == ".":
+        raise RuntimeFailure("%r is not a path inside the volume (relative, without '..', naming a file)" % uri)
+    return posixpath.normpath(path)
+
+
+def s3_location(uri):
+    bucket, _, key = uri[len(S3_PREFIX):].partition("/")
+    if not bucket or not key:
+        raise RuntimeFailure("%r is not s3://BUCKET/KEY" % uri)
+    return bucket, key
+
+
+def shown(uri):
+    """A URI for messages: without a user name or password in it."""
+    scheme, separator, rest = uri.partition("://")
+    host, slash, path = rest.partition("/")
+    if not separator or "@" not in host:
+        return uri
+    return "%s://%s%s%s" % (scheme, host.rsplit("@", 1)[1], slash, path)
+
+
+def _check_request(request):
+    if not isinstance(request, dict):
+        raise RuntimeFailure("transfer: stdin must be the request as a JSON mapping")
+    for key in ("run", "volume_root", "user", "volume", "store", "direction", "item"):
+        if not request.get(key):
+            raise RuntimeFailure("transfer: the request has no %s" % key)
+    item = request["item"]
+    direction = request["direction"]
+    if direction not in ("ingress", "egress") or not isinstance(item, dict):
+        raise RuntimeFailure("transfer: malformed request (direction %r)" % direction)
+    for key in ("field", "source", "destination"):
+        if not isinstance(item.get(key), str) or not item[key]:
+            raise RuntimeFailure("transfer: the item has no %s" % key)
+    inside = item["destination"] if direction == "ingress" else item["source"]
+    volume_path(inside)
+    if direction == "egress" and not item["destination"].startswith(S3_PREFIX):
+        raise RuntimeFailure("transfer: egress to %r: the controller copies file:// destinations itself"
+                             % item["destination"])
+    credentials = request.get("credentials")
+    if credentials is not None and not isinstance(credentials, dict):
+        raise RuntimeFailure("transfer: the item's credentials must be a mapping")
+
+
+# -- the root side -----------------------------------------------------------------
+
+def _job_user(name):
+    import pwd
+    try:
+        return pwd.getpwnam(name)
+    except KeyError:
+        raise RuntimeFailure("job user %r does not exist on %s" % (name, socket.gethostname())) from None
+
+
+def transfer(request, say=print):
+    """Carry out one item (`request`, the JSON the controller sends: run,
+    volume_root, sharing, first, user, volume, store, direction, item,
+    credentials, contents, s3_endpoint_url). `say(line)` prints each
+    progress line as it comes. Returns the answer: {"changed", "bytes",
+    "seconds", "attempts"}, or {"skipped": why} on a host whose shared
+    storage the first host fills. RuntimeFailure names the item and why."""
+    _check_request(request)
+    if not request.get("first", True) and volumes.is_shared(request["volume_root"], request.get("sharing", "auto")):
+        return {"changed": False, "skipped": "the volume root is shared storage: the first host copies it"}
+    user = _job_user(request["user"])
+    directory = volumes.store_dir(request["volume_root"], request["run"], request["volume"], request["store"])
+    if request["direction"] == "ingress":
+        volumes.make_volume_dir(directory, user, request["volume"])
+    elif not os.path.isdir(directory):
+        raise RuntimeFailure(_failure(request, "volume %s has no directory on %s (no job of the run made it)"
+                                      % (request["volume"], socket.gethostname())))
+    else:
+        volumes.check_volume_dir(directory, user, request["volume"])
+    records, failed = run_as(user, _work, directory, request)
+    answer = None
+    for record in records:
+        if "progress" in record:
+            say(record["progress"])
+        elif "copied" in record:
+            answer = record["copied"]
+        elif "error" in record:
+            raise RuntimeFailure(record["error"])
+    if failed or answer is None:
+        raise RuntimeFailure(_failure(request, failed or "the copy ended without a result"))
+    return dict(answer, changed=True)
+
+
+def _failure(request, reason, attempts=1):
+    item = request["item"]
+    return "%s: %s -> %s: %s%s" % (item["field"], shown(item["source"]), shown(item["destination"]), reason,
+                                   " (%d attempts)" % attempts if attempts > 1 else "")
+
+
+# -- the job user's side -------------------------------------------------------------
+
+def _work(emit, directory, request):
+    """As the job user: every attempt of the item, in the volume's
+    directory; emits progress, then {"copied": ...} or {"error": ...}."""
+    for name in [key for key in os.environ if key.startswith("AWS_")]:
+        del os.environ[name]
+    # boto3 reads no one's configuration files and asks no metadata service.
+    os.environ.update(AWS_CONFIG_FILE=os.devnull, AWS_SHARED_CREDENTIALS_FILE=os.devnull,
+                      AWS_EC2_METADATA_DISABLED="true")
+    os.chdir(directory)
+    item = request["item"]
+    attempts = max(1, int(item.get("attempts") or 1))
+    timeout = item.get("timeout_seconds")
+    started = time.monotonic()
+    for attempt in range(1, attempts + 1):
+        progress = Progress(lambda line: emit({"progress": "%s: %s" % (item["field"], line)}))
+        try:
+            with _deadline(timeout):
+                copied = _copy(request, progress)
+        except _Deadline:
+            reason = "timed out after %s (its policy.timeout.execute)" % _duration(timeout)
+        except TransferError as exc:
+            reason = str(exc)
+        else:
+            emit({"copied": {"bytes": copied, "seconds": round(time.monotonic() - started, 3),
+                           "attempts": attempt}})
+            return
+        if attempt < attempts:
+            emit({"progress": "%s: attempt %d of %d failed: %s; trying again" % (
+                item["field"], attempt, attempts, reason)})
+            time.sleep(RETRY_PAUSE)
+    emit({"error": _failure(request, reason, attempts)})
+
+
+class _deadline:
+    """SIGALRM after `seconds` (None: never) raises _Deadline wherever the
+    copy is, even in a read that waits."""
+
+    def __init__(self, seconds):
+        self.seconds = seconds
+
+    def __enter__(self):
+        if self.seconds:
+            signal.signal(signal.SIGALRM, self._fire)
+            signal.setitimer(signal.ITIMER_REAL, self.seconds)
+
+    def __exit__(self, *exc):
+        if self.seconds:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+
+    @staticmethod
+    def _fire(signum, frame):
+        raise _Deadline()
+
+
+def _duration(seconds):
+    return "%gs" % seconds if seconds < 60 else "%dm%02ds" % divmod(int(seconds), 60)
+
+
+def _copy(request, progress):
+    """One attempt; the bytes copied."""
+    item, direction = request["item"], request["direction"]
+    if direction == "egress":
+        bucket, key = s3_location(item["destination"])
+        with _open_in_volume(volume_path(item["source"])) as source:
+            size = os.fstat(source.fileno()).st_size
+            progress.start(size)
+            _s3_upload(_s3_client(request), bucket, key, source, progress)
+        return progress.done
+    destination = volume_path(item["destination"])
+    source_uri = item["source"]
+    if source_uri.startswith(FILE_PREFIX):
+        data = (request.get("contents") or "").encode("utf-8")
+        reader, size = io.BytesIO(data), len(data)
+    elif source_uri.startswith(S3_PREFIX):
+        reader, size = _s3_reader(_s3_client(request), *s3_location(source_uri))
+    elif source_uri.startswith(HTTP_PREFIXES):
+        reader, size = _http_reader(source_uri, request.get("credentials"))
+    else:
+        raise TransferError("%s is not a source this node copies from" % shown(source_uri))
+    try:
+        progress.start(size)
+        write_file(destination, reader, progress, size)
+    finally:
+        reader.close()
+    return progress.done
+
+
+class Progress:
+    """Counts the bytes of an attempt and says how far it is, at most every
+    PROGRESS_SECONDS (and once at the end), through `say(line)`."""
+
+    def __init__(self, say):
+        self.say, self.size, self.done = say, None, 0
+        self.lock = threading.Lock()  # an S3 upload counts from its threads
+
+    def start(self, size):
+        self.size, self.began = size, time.monotonic()
+        self.last = self.began
+
+    def add(self, count):
+        with self.lock:
+            self.done += count
+            now = time.monotonic()
+            if now - self.last >= PROGRESS_SECONDS:
+                self.last = now
+                self.say(self.line(now))
+
+    def line(self, now=None):
+        elapsed = max((now or time.monotonic()) - self.began, 1e-6)
+        of = ""
+        if self.size:
+            of = " of %s (%d%%)" % (size_text(self.size), 100 * self.done // self.size)
+        return "%s%s, %s/s" % (size_text(self.done), of, size_text(self.done / elapsed))
+
+
+def size_text(count):
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if count < 1024 or unit == "GiB":
+            return ("%d %s" if unit == "bytes" else "%.1f %s") % (count, unit)
+        count /= 1024.0
+    return ""
+
+
+# -- into and out of the volume ---------------------------------------------------------
+
+def write_file(path, reader, progress, size=None):
+    """Write what `reader` gives (read(n) until b"") at `path` (relative to
+    the volume's directory, the current one), under a temporary name in its
+    directory, renamed over `path` when complete (all of `size` bytes, when
+    the source said how many); the temporary file is removed when anything
+    fails. Parent directories are made."""
+    parent, name = posixpath.split(path)
+    if parent:
+        try:
+            os.makedirs(parent, 0o755, exist_ok=True)
+        except OSError as exc:
+            raise TransferError("cannot make the directory %s in the volume: %s" % (parent, exc.strerror)) from None
+    temporary = posixpath.join(parent, ".%s.fuzz-part-%d-%06x" % (name[:100], os.getpid(), random.getrandbits(24)))
+    try:
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        raise TransferError("cannot write in the volume's %s: %s" % (parent or "top directory", exc.strerror)) from None
+    try:
+        try:
+            while True:
+                chunk = reader.read(CHUNK)
+                if not chunk:
+                    break
+                view = memoryview(chunk)
+                while view:
+                    view = view[os.write(fd, view):]
+                progress.add(len(chunk))
+            if size is not None and progress.done != size:
+                raise TransferError("the source ended after %d of its %d bytes" % (progress.done, size))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        if os.path.isdir(path) and not os.path.islink(path):
+            raise TransferError("%s is a directory in the volume" % path)
+        os.rename(temporary, path)
+    except OSError as exc:
+        _unlink(temporary)
+        raise TransferError("writing %s in the volume: %s" % (path, exc.strerror or exc)) from None
+    except BaseException:
+        _unlink(temporary)
+        raise
+
+
+def _unlink(path):
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def _open_in_volume(path):
+    """A regular file of the volume, opened to read; TransferError
+    otherwise."""
+    try:
+        handle = open(path, "rb")
+    except FileNotFoundError:
+        raise TransferError("%s: no such file in the volume" % path) from None
+    except IsADirectoryError:
+        raise TransferError("%s is a directory in the volume; egress copies files" % path) from None
+    except OSError as exc:
+        raise TransferError("%s: cannot read it: %s" % (path, exc.strerror)) from None
+    if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+        handle.close()
+        raise TransferError("%s is not a regular file" % path)
+    return handle
+
+
+def read_piece(request):
+    """As the job user: bytes `offset` to `offset + length` of the file
+    `path` in a volume, with the file's size and identity (a file replaced
+    or changed between pieces is noticed by the controller)."""
+    if not isinstance(request, dict):
+        raise RuntimeFailure("volume-read: stdin must be the request as a JSON mapping")
+    for key in ("run", "volume_root", "user", "volume", "store", "path"):
+        if not isinstance(request.get(key), str) or not request[key]:
+            raise RuntimeFailure("volume-read: the request has no %s" % key)
+    offset, length = request.get("offset", 0), request.get("length", PIECE_MAX)
+    if not isinstance(offset, int) or not isinstance(length, int) or offset < 0 or not 0 < length <= PIECE_MAX:
+        raise RuntimeFailure("volume-read: offset and length must be integers (length 1 to %d)" % PIECE_MAX)
+    path = volume_path(FILE_PREFIX + request["path"])
+    user = _job_user(request["user"])
+    directory = volumes.store_dir(request["volume_root"], request["run"], request["volume"], request["store"])
+    if not os.path.isdir(directory):
+        raise RuntimeFailure("volume %s has no directory on %s (no job of the run made it)"
+                             % (request["volume"], socket.gethostname()))
+    volumes.check_volume_dir(directory, user, request["volume"])
+
+    def piece(emit):
+        os.chdir(directory)
+        try:
+            with _open_in_volume(path) as handle:
+                info = os.fstat(handle.fileno())
+                data = os.pread(handle.fileno(), length, offset)
+        except TransferError as exc:
+            emit({"error": str(exc)})
+            return
+        emit({"size": info.st_size, "identity": "%d:%d:%d" % (info.st_dev, info.st_ino, info.st_mtime_ns),
+              "data": base64.b64encode(data).decode()})
+
+    records, failed = run_as(user, piece)
+    for record in records:
+        if "error" in record:
+            raise RuntimeFailure(record["error"])
+        return record
+    raise RuntimeFailure(failed or "volume-read: no answer")
+
+
+# -- HTTP ---------------------------------------------------------------------------------
+
+def _http_reader(uri, credentials):
+    request = urllib.request.Request(uri, headers={"User-Agent": "fuzz.multinode"})
+    if credentials:
+        pair = "%s:%s" % (credentials.get("username", ""), credentials.get("password", ""))
+        # Not carried to where a redirect leads (urllib copies only the
+        # redirected headers).
+        request.add_unredirected_header("Authorization", "Basic " + base64.b64encode(pair.encode()).decode())
+    host = urllib.parse.urlsplit(uri).netloc.rsplit("@", 1)[-1]
+    try:
+        response = urllib.request.urlopen(request, timeout=IDLE_SECONDS)  # noqa: S310 - http(s) only
+    except urllib.error.HTTPError as exc:
+        exc.close()
+        raise TransferError("HTTP %d %s" % (exc.code, exc.reason)) from None
+    except urllib.error.URLError as exc:
+        raise TransferError(_network_reason(exc.reason, host)) from None
+    except (OSError, ValueError) as exc:
+        raise TransferError(_network_reason(exc, host)) from None
+    length = response.headers.get("Content-Length")
+    return _Guarded(response, host), int(length) if length and length.isdigit() else None
+
+
+class _Guarded:
+    """A response whose read() raises TransferError for network failures."""
+
+    def __init__(self, response, host):
+        self.response, self.host = response, host
+
+    def read(self, count):
+        try:
+            return self.response.read(count)
+        except Exception as exc:  # noqa: BLE001 - http.client's IncompleteRead and the socket's errors
+            raise TransferError(_network_reason(exc, self.host)) from None
+
+    def close(self):
+        self.response.close()
+
+
+def _network_reason(reason, host):
+    if isinstance(reason, socket.gaierror):
+        return "cannot resolve the host %s: %s" % (host, reason.strerror)
+    if isinstance(reason, (socket.timeout, TimeoutError)):
+        return "%s sent nothing for %d s" % (host, IDLE_SECONDS)
+    if isinstance(reason, ConnectionRefusedError):
+        return "cannot connect to %s: connection refused" % host
+    if isinstance(reason, ssl.SSLError):
+        return "TLS with %s failed: %s" % (host, getattr(reason, "verify_message", None) or reason.reason or reason)
+    if isinstance(reason, OSError) and reason.strerror:
+        return "cannot reach %s: %s" % (host, reason.strerror)
+    name = type(reason).__name__
+    if name == "IncompleteRead":
+        return "%s closed the connection before the end of the file" % host
+    return "cannot reach %s: %s" % (host, reason)
+
+
+# -- S3 -----------------------------------------------------------------------------------
+
+def _s3_client(request):
+    """A boto3 S3 client with the item's credentials (or anonymous), its
+    endpoint (the secret's endpoint_url, else the play's
+    s3_endpoint_url), short retries and the idle timeout."""
+    try:
+        import boto3
+        from botocore import UNSIGNED
+        from botocore.config import Config
+    except ImportError:
+        raise TransferError("boto3 is not installed on %s (Debian's python3-boto3; the node role installs it "
+                            "for a workflow with s3:// transfers)" % socket.gethostname()) from None
+    credentials = request.get("credentials") or {}
+    unknown = sorted(set(credentials) - set(S3_KEYS))
+    if unknown or (credentials and not (credentials.get("access_key_id") and credentials.get("secret_access_key"))):
+        raise TransferError("the item's secret is not S3 credentials (access_key_id, secret_access_key)")
+    endpoint = credentials.get("endpoint_url") or request.get("s3_endpoint_url") or None
+    options = dict(connect_timeout=IDLE_SECONDS, read_timeout=IDLE_SECONDS,
+                   retries={"max_attempts": 3, "mode": "standard"})
+    if endpoint:
+        options["s3"] = {"addressing_style": "path"}  # an S3-compatible server: no bucket host names
+    if not credentials:
+        options["signature_version"] = UNSIGNED
+    session = boto3.session.Session(
+        aws_access_key_id=credentials.get("access_key_id"),
+        aws_secret_access_key=credentials.get("secret_access_key"),
+        aws_session_token=credentials.get("session_token") or None,
+        region_name=credentials.get("region") or DEFAULT_REGION)
+    try:
+        return session.client("s3", endpoint_url=endpoint, config=Config(**options))
+    except ValueError as exc:
+        raise TransferError("the S3 endpoint %r: %s" % (endpoint, exc)) from None
+
+
+def _s3_reason(exc, endpoint):
+    from botocore.exceptions import ClientError, ConnectTimeoutError, EndpointConnectionError, ReadTimeoutError
+    if isinstance(exc, ClientError):
+        error = exc.response.get("Error", {})
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        code, message = error.get("Code"), error.get("Message") or ""
+        if not code or code == str(status):  # an answer without a body (HEAD, a proxy's)
+            return "S3 HTTP %s %s" % (status, message)
+        return "S3 %s%s%s" % (code, ": " + message if message else "", " (HTTP %s)" % status if status else "")
+    if isinstance(exc, (ConnectTimeoutError, ReadTimeoutError)):
+        return "the S3 endpoint %s sent nothing for %d s" % (endpoint, IDLE_SECONDS)
+    if isinstance(exc, EndpointConnectionError):
+        said = str(exc.kwargs.get("error") or exc)
+        errno = re.search(r"\[Errno -?\d+\] (.*)$", said)  # urllib3 starts with a connection's repr
+        return "cannot reach the S3 endpoint %s: %s" % (endpoint, errno.group(1) if errno else said)
+    return "S3: %s" % exc
+
+
+def _s3_call(client, call, *args, **kwargs):
+    try:
+        return call(*args, **kwargs)
+    except TransferError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - botocore's and s3transfer's errors, told as their reason
+        cause = exc
+        # s3transfer wraps the ClientError of a failed upload.
+        while not hasattr(cause, "response") and cause.__context__ is not None:
+            cause = cause.__context__
+        raise TransferError(_s3_reason(cause if hasattr(cause, "response") else exc,
+                                       client.meta.endpoint_url)) from None
+
+
+def _s3_reader(client, bucket, key):
+    answer = _s3_call(client, client.get_object, Bucket=bucket, Key=key)
+    body = answer["Body"]
+
+    class Body:
+        def read(self, count):
+            return _s3_call(client, body.read, count)
+
+        def close(self):
+            body.close()
+
+    return Body(), answer.get("ContentLength")
+
+
+def _s3_upload(client, bucket, key, source, progress):
+    from boto3.s3.transfer import TransferConfig
+    config = TransferConfig(multipart_threshold=S3_PART, multipart_chunksize=S3_PART,
+                            max_concurrency=S3_CONCURRENCY)
+    _s3_call(client, client.upload_fileobj, source, bucket, key, Callback=progress.add, Config=config)
