@@ -7,14 +7,11 @@ from __future__ import annotations
 
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.fuzz.multinode.plugins.module_utils.node_runtime import RuntimeRefused
-from ansible_collections.fuzz.multinode.plugins.plugin_utils.node_runtime_call import call_runtime
-
-ARGUMENT_SPEC = dict(
-    run=dict(type="str", required=True),
-    volume_root=dict(type="str", default="/var/lib/fuzz-multinode/volumes"),
-    state=dict(type="str", choices=["absent"], default="absent"),
+from ansible_collections.fuzz.multinode.plugins.module_utils.node_runtime import (
+    RUN_VOLUMES_ARGUMENT_SPEC,
+    RuntimeRefused,
 )
+from ansible_collections.fuzz.multinode.plugins.plugin_utils.node_runtime_call import call_runtime
 
 
 class ActionModule(ActionBase):
@@ -23,7 +20,7 @@ class ActionModule(ActionBase):
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
-        _, params = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        _, params = self.validate_argument_spec(argument_spec=RUN_VOLUMES_ARGUMENT_SPEC)
         try:
             answer = call_runtime(self, ["remove-volumes", params["run"], params["volume_root"]])
         except RuntimeRefused as exc:

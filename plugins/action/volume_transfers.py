@@ -28,6 +28,7 @@ from ansible.utils.display import Display
 from ansible_collections.fuzz.multinode.plugins.module_utils.fuzzfile import FuzzfileError, volume_relative_path
 from ansible_collections.fuzz.multinode.plugins.module_utils.node_runtime import (
     PREFIX,
+    VOLUME_TRANSFERS_ARGUMENT_SPEC,
     RuntimeRefused,
     runtime_answer,
     runtime_command,
@@ -35,21 +36,6 @@ from ansible_collections.fuzz.multinode.plugins.module_utils.node_runtime import
 from ansible_collections.fuzz.multinode.plugins.plugin_utils.job_report import format_duration, shown_on_terminal
 
 display = Display()
-
-ARGUMENT_SPEC = dict(
-    direction=dict(type="str", required=True, choices=["ingress", "egress"]),
-    transfers=dict(type="list", elements="dict", required=True),
-    hosts=dict(type="list", elements="str", required=True),
-    run=dict(type="str", required=True),
-    volume_root=dict(type="str", default="/var/lib/fuzz-multinode/volumes"),
-    volume_sharing=dict(type="str", default="auto", choices=["auto", "shared", "node-local"]),
-    user=dict(type="str", default="fuzz"),
-    files=dict(type="dict", default={}),
-    secrets=dict(type="dict", default={}, no_log=True),
-    s3_endpoint_url=dict(type="str", default=""),
-    egress_dir=dict(type="path"),
-    progress_every=dict(type="float", default=30),
-)
 
 PIECE = 4 << 20  # bytes of a volume's file per volume-read
 
@@ -73,7 +59,7 @@ class ActionModule(ActionBase):
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
-        _, params = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        _, params = self.validate_argument_spec(argument_spec=VOLUME_TRANSFERS_ARGUMENT_SPEC)
         host = (task_vars or {}).get("inventory_hostname", "")
         direction = params["direction"]
         chosen, first = items_here(params["transfers"], direction, params["hosts"], host)

@@ -18,6 +18,8 @@ import shlex
 import subprocess
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from ansible_collections.fuzz.multinode.plugins.module_utils.job_spec import VOLUME_ROOT
+
 # The fuzz.multinode.node role installs the runtime here (the node_state
 # module reports it to the role).
 RUNTIME_PATH = "/opt/fuzz-multinode/multinode-runtime"
@@ -49,6 +51,29 @@ LAUNCH_JOB_ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = dict(
     log_file=dict(type="path"),
     progress_every=dict(type="float", default=30),
     refused=dict(type="list", elements="str", default=[]),
+)
+
+# The options of fuzz.multinode.run_volumes, likewise.
+RUN_VOLUMES_ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = dict(
+    run=dict(type="str", required=True),
+    volume_root=dict(type="str", default=VOLUME_ROOT),
+    state=dict(type="str", choices=["absent"], default="absent"),
+)
+
+# The options of fuzz.multinode.volume_transfers, likewise.
+VOLUME_TRANSFERS_ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = dict(
+    direction=dict(type="str", required=True, choices=["ingress", "egress"]),
+    transfers=dict(type="list", elements="dict", required=True),
+    hosts=dict(type="list", elements="str", required=True),
+    run=dict(type="str", required=True),
+    volume_root=dict(type="str", default=VOLUME_ROOT),
+    volume_sharing=dict(type="str", default="auto", choices=["auto", "shared", "node-local"]),
+    user=dict(type="str", default="fuzz"),
+    files=dict(type="dict", default={}),
+    secrets=dict(type="dict", default={}, no_log=True),
+    s3_endpoint_url=dict(type="str", default=""),
+    egress_dir=dict(type="path"),
+    progress_every=dict(type="float", default=30),
 )
 
 # Details of the runtime's start answer that are not part of the job's result.

@@ -62,11 +62,11 @@ changed:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.fuzz.multinode.plugins.module_utils.node_runtime import RUN_VOLUMES_ARGUMENT_SPEC
+
 
 def main():
-    module = AnsibleModule(argument_spec=dict(run=dict(type="str", required=True),
-                                              volume_root=dict(type="str", default="/var/lib/fuzz-multinode/volumes"),
-                                              state=dict(type="str", choices=["absent"], default="absent")))
+    module = AnsibleModule(argument_spec=RUN_VOLUMES_ARGUMENT_SPEC)
     module.fail_json(msg="fuzz.multinode.run_volumes runs as an action plugin only")
 
 

@@ -131,22 +131,11 @@ failures:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.fuzz.multinode.plugins.module_utils.node_runtime import VOLUME_TRANSFERS_ARGUMENT_SPEC
+
 
 def main():
-    module = AnsibleModule(argument_spec=dict(
-        direction=dict(type="str", required=True, choices=["ingress", "egress"]),
-        transfers=dict(type="list", elements="dict", required=True),
-        hosts=dict(type="list", elements="str", required=True),
-        run=dict(type="str", required=True),
-        volume_root=dict(type="str", default="/var/lib/fuzz-multinode/volumes"),
-        volume_sharing=dict(type="str", default="auto", choices=["auto", "shared", "node-local"]),
-        user=dict(type="str", default="fuzz"),
-        files=dict(type="dict", default={}),
-        secrets=dict(type="dict", default={}, no_log=True),
-        s3_endpoint_url=dict(type="str", default=""),
-        egress_dir=dict(type="path"),
-        progress_every=dict(type="float", default=30),
-    ))
+    module = AnsibleModule(argument_spec=VOLUME_TRANSFERS_ARGUMENT_SPEC)
     module.fail_json(msg="fuzz.multinode.volume_transfers runs as an action plugin only")
 
 
