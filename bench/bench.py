@@ -132,9 +132,11 @@ class Bench:
         say("creating %d nodes (%s-node-1..%d) on network %s" % (NODES, CLUSTER, NODES, CLUSTER))
         docker("network", "create", CLUSTER)
         for node in self.nodes:
-            # SYS_ADMIN lets the runtime give each rank its own host name.
+            # SYS_ADMIN lets the runtime give each rank its own host name;
+            # Podman's overlay store needs a file system other than
+            # Docker's overlay root (scripts/build-node-image).
             docker("run", "-d", "--name", node, "--hostname", node, "--network", CLUSTER, "--cap-add", "SYS_ADMIN",
-                   self.image, "bash", "-c", "while true; do sleep 10000; done")
+                   "--tmpfs", "/var/lib/containers", self.image, "bash", "-c", "while true; do sleep 10000; done")
         self.write_inventory()
 
     def write_inventory(self):

@@ -72,11 +72,14 @@ def on_node(node, command):
 # namespace, where Podman mounts a container's file system and shm), its
 # Podman containers and images, and what its runtime holds of each job
 # named (a node no job was prepared on has no runtime, and holds no job).
+# Podman first, then the mounts: the first Podman command on a node makes
+# the overlay driver's own mount of its store, which stays (node state, not
+# a job's), and must not be counted as left by the job the look is after.
 LOOK = """
-echo '== processes'; ps -e -o pid=,ppid=,user=,stat=,args=
-echo '== mounts'; cut -d' ' -f5 /proc/self/mountinfo
 echo '== containers'; podman ps --all --format '{{.Names}} {{.Status}}'
 echo '== images'; podman images --all --noheading --no-trunc --format '{{.Id}} {{.Names}}'
+echo '== processes'; ps -e -o pid=,ppid=,user=,stat=,args=
+echo '== mounts'; cut -d' ' -f5 /proc/self/mountinfo
 [ -e /etc/fuzz-multinode/prepared ] || exit 0
 for job; do echo "== show $job"; %s "$job" || exit 1; done
 """ % node_runtime.show_command()
