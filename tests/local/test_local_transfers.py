@@ -19,35 +19,24 @@ appears in any output or log."""
 import glob
 import hashlib
 import http.server
-import json
 import os
 import pwd
 import re
 import shutil
-import socket
-import subprocess
-import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
-import boto3
 import pytest
 import yaml
 
 import local_jobs as lj
+from s3_server import S3Server, free_port  # (molecule/shared, on the path local_jobs sets)
 
 MIB = 1 << 20
 BIG = 50 * MIB
 CUT_LENGTH, CUT_SENT = 8 * MIB, 3 * MIB
-S3_USER_POLICY = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}]}
-
-
-def free_port():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
@@ -94,58 +83,28 @@ def servers(workdir):
     http_server.big = os.urandom(BIG)
     http_server.half_sent, http_server.seen_on_disk = threading.Event(), threading.Event()
     threading.Thread(target=http_server.serve_forever, daemon=True).start()
-    port = free_port()
-    moto_log = open(workdir / "moto.log", "wb")
-    # Requests are authenticated after the first three (the user, its policy, its key).
-    moto = subprocess.Popen([str(Path(sys.executable).parent / "moto_server"), "-H", "127.0.0.1", "-p", str(port)],
-                            env=dict(os.environ, INITIAL_NO_AUTH_ACTION_COUNT="3"), stdout=moto_log,
-                            stderr=subprocess.STDOUT)
     base = Path(tempfile.mkdtemp(prefix="fmn-local-transfers-", dir="/var/tmp"))
     base.chmod(0o755)
+    moto = None
     try:
-        endpoint = "http://127.0.0.1:%d" % port
-        _wait_for(port, moto)
-        iam = boto3.client("iam", endpoint_url=endpoint, region_name="us-east-1",
-                           aws_access_key_id="setup", aws_secret_access_key="setup")
-        iam.create_user(UserName="fmn")
-        iam.put_user_policy(UserName="fmn", PolicyName="s3", PolicyDocument=json.dumps(S3_USER_POLICY))
-        key = iam.create_access_key(UserName="fmn")["AccessKey"]
-        s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
-                          aws_access_key_id=key["AccessKeyId"], aws_secret_access_key=key["SecretAccessKey"])
+        moto = S3Server("127.0.0.1", workdir / "moto.log")
+        s3 = moto.s3
         s3.create_bucket(Bucket="fmn-in")
         s3.create_bucket(Bucket="fmn-out")
         mesh = os.urandom(3 * MIB + 17)
         s3.put_object(Bucket="fmn-in", Key="case/mesh.dat", Body=mesh)
-        secrets = {
-            "user/s3": {"access_key_id": key["AccessKeyId"], "secret_access_key": key["SecretAccessKey"]},
-            "user/wrong-key": {"access_key_id": "AKIAFMNUNKNOWNKEY000", "secret_access_key": "not-a-secret"},
-            "user/wrong-secret": {"access_key_id": key["AccessKeyId"], "secret_access_key": "not-the-secret"},
-        }
         secrets_file = workdir / "transfer-secrets.yml"
-        secrets_file.write_text(yaml.safe_dump({"fuzz_multinode_secrets": secrets,
-                                                "fuzz_multinode_s3_endpoint_url": endpoint}))
+        secrets_file.write_text(yaml.safe_dump({"fuzz_multinode_secrets": moto.secrets(),
+                                                "fuzz_multinode_s3_endpoint_url": moto.endpoint}))
         yield {"http": "http://127.0.0.1:%d" % http_server.server_port, "server": http_server, "s3": s3,
-               "mesh": mesh, "secrets_file": secrets_file, "secret_value": key["SecretAccessKey"],
+               "mesh": mesh, "secrets_file": secrets_file, "secret_value": moto.key["secret_access_key"],
                "root": base / "volumes", "base": base}
     finally:
         http_server.shutdown()
         http_server.server_close()
-        moto.terminate()
-        moto.wait(timeout=30)
-        moto_log.close()
+        if moto:
+            moto.stop()
         shutil.rmtree(base, ignore_errors=True)
-
-
-def _wait_for(port, proc):
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, "moto_server exited: see moto.log"
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            time.sleep(0.2)
-    pytest.fail("moto_server did not listen on port %d" % port)
 
 
 def run(servers, workdir, name, text, **extra_vars):
@@ -359,7 +318,8 @@ def ingress_failed(servers, workdir):
     kept.chmod(0o700)
     for name, (source, secret, _) in INGRESS_FAILURES.items():
         store = "volume://user/persistent/fmn-local-kept" if name == "cut" else "volume://user/ephemeral"
-        text = (INGRESS_FAILING.replace("STORE", store).replace("SOURCE", source.replace("PORT", str(free_port())))
+        source = source.replace("PORT", str(free_port("127.0.0.1")))
+        text = (INGRESS_FAILING.replace("STORE", store).replace("SOURCE", source)
                 .replace("SECRET", ', secret: "secret://%s"' % secret if secret else ""))
         runs[name] = run(servers, workdir, "ingress-" + name, text)
         runs[name].source = text.split('source: {uri: "', 1)[1].split('"', 1)[0].replace("HTTP", servers["http"])

@@ -21,7 +21,10 @@ ROOT = Path(__file__).resolve().parents[2]
 # scenario's inventory.
 REFUSED = {"tests/fuzzfiles/mpi/gasnet.yml",
            # valid, but only services, which are not run yet (test_vendor_shapes.py)
-           "tests/fuzzfiles/vendor-shapes/notebook-services-only-v1.yml"} | {
+           "tests/fuzzfiles/vendor-shapes/notebook-services-only-v1.yml",
+           # molecule/workflow checks these refusals on its cluster
+           "tests/fuzzfiles/workflow/mount-location-relative.yml",
+           "tests/fuzzfiles/workflow/volume-path-escaping.yml"} | {
     "tests/fuzzfiles/badinput/%s.yml" % name for name in (
         "env-mapping", "env-name", "env-nul", "gasnet", "long-name", "malformed-yaml",
         "missing-job", "name-metacharacters", "python-tag", "unknown-key", "wrong-type")}

@@ -2,6 +2,7 @@
 volume root, made for real here (as root, for a real job user), and a run's
 ephemeral volumes removed at its end without following the job's links."""
 
+import multiprocessing
 import os
 import pwd
 
@@ -67,6 +68,51 @@ def test_prepare_refuses_a_volume_directory_that_is_not_the_job_users(tmp_path):
         volumes.prepare(spec, job_user())
     assert str(caught.value) == "volume data: %s is not a directory of the job user %s" % (
         directory, job_user().pw_name)
+
+
+def test_a_volume_directory_another_node_is_making_is_finished_not_refused(tmp_path):
+    """On shared storage the nodes of a job make its volumes at once: one
+    finds the directory another has just made (root's, 0700, empty) and not
+    yet given to the job user. Root's with anything in it is not that."""
+    spec = spec_of(tmp_path, [("/data", "data", "ephemeral"), ("/keep", "k", "persistent/k")])
+    being_made, holding = (volumes.volume_dir(spec, mount) for mount in spec.mounts)
+    for directory in (being_made, holding):
+        os.makedirs(os.path.dirname(directory), exist_ok=True)
+        os.mkdir(directory, 0o700)
+    open(os.path.join(holding, "roots"), "w").close()
+    with pytest.raises(RuntimeFailure) as caught:
+        volumes.prepare(spec, job_user())
+    assert str(caught.value) == "volume k: %s is not a directory of the job user nobody" % holding
+    assert os.stat(being_made).st_uid == job_user().pw_uid
+    assert os.stat(holding).st_uid == 0
+
+
+def test_nodes_making_the_same_volume_at_once_all_get_it(tmp_path):
+    """Two processes (two nodes on shared storage) make the same new
+    volume directories at the same moment, 200 times: neither is ever
+    refused, and each directory is the job user's."""
+    fork = multiprocessing.get_context("fork")
+    barrier, failures = fork.Barrier(2), fork.Queue()
+
+    def node():
+        failed = 0
+        for index in range(200):
+            barrier.wait()
+            try:
+                volumes.make_volume_dir(str(tmp_path / "ephemeral" / ("run-%d" % index) / "data"), job_user(), "data")
+            except RuntimeFailure:
+                failed += 1
+        failures.put(failed)
+
+    nodes = [fork.Process(target=node) for _ in range(2)]
+    for each in nodes:
+        each.start()
+    for each in nodes:
+        each.join(120)
+    assert [each.exitcode for each in nodes] == [0, 0]
+    assert [failures.get(timeout=10), failures.get(timeout=10)] == [0, 0]
+    for index in range(200):
+        assert os.stat(tmp_path / "ephemeral" / ("run-%d" % index) / "data").st_uid == job_user().pw_uid
 
 
 def test_remove_run_removes_that_runs_ephemeral_volumes_only_and_follows_no_link(tmp_path):

@@ -80,10 +80,27 @@ def make_volume_dir(directory, user, volume):
     _make_root_dirs(os.path.dirname(directory))
     try:
         os.mkdir(directory, 0o700)
-        os.chown(directory, user.pw_uid, user.pw_gid)
     except FileExistsError:
         pass
+    _finish_making(directory, user)
     check_volume_dir(directory, user, volume)
+
+
+def _finish_making(directory, user):
+    """Give the job user a volume directory that is being made: empty,
+    root's, 0700, as mkdir left it here or, on shared storage, on another
+    node an instant ago (the nodes of a job make its volumes at once); only
+    root writes in its parent. Anything else is left as it is."""
+    try:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return  # not a directory: check_volume_dir says so
+    try:
+        info = os.fstat(fd)
+        if info.st_uid == 0 and info.st_mode & 0o777 == 0o700 and not os.listdir(fd):
+            os.fchown(fd, user.pw_uid, user.pw_gid)
+    finally:
+        os.close(fd)
 
 
 def check_volume_dir(directory, user, volume):

@@ -1,0 +1,70 @@
+"""One run of run-job.yml on a whole workflow in the workflow scenario,
+for its test modules: exit status, output, the logs it fetched, the job
+user's processes on every node right after, and what the play reported
+(the jobs it started, the outcome table, the failure)."""
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, os.path.join(os.environ["MOLECULE_PROJECT_DIRECTORY"], "molecule", "shared"))
+import fuzz_playbook as user_playbook  # noqa: E402  (run-job.yml as a user runs it)
+
+PROJECT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
+FUZZFILES = PROJECT / "tests" / "fuzzfiles" / "workflow"
+NODES = ["fmn-workflow-node-1", "fmn-workflow-node-2", "fmn-workflow-node-3"]
+NO_PROCESSES = {name: [] for name in NODES}
+
+
+def docker(*args):
+    return subprocess.run(["docker"] + list(args), stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, timeout=120)
+
+
+def job_processes(node):
+    """Processes of the job user on a node, zombies included."""
+    out = docker("exec", node, "ps", "-e", "-o", "user=,pid=,stat=,args=").stdout
+    return [line for line in out.splitlines() if line.split()[:1] == ["fuzz"]]
+
+
+def processes_on_all_nodes():
+    return {node: job_processes(node) for node in NODES}
+
+
+class WorkflowRun:
+    """One finished run of run-job.yml on a workflow: exit status, output,
+    the logs it fetched and the job user's processes right after."""
+
+    def __init__(self, fuzzfile, logs, job=None, args=()):
+        """fuzzfile: a path, relative to tests/fuzzfiles/workflow; args:
+        more ansible-playbook arguments (-e @FILE)."""
+        self.logs = logs
+        self.rc, self.output, self.seconds = user_playbook.run_job(FUZZFILES / fuzzfile, logs, job, args=args)
+        self.leftovers = processes_on_all_nodes()
+
+    def log(self, job):
+        return (self.logs / (job + ".log")).read_text()
+
+    def started(self):
+        """The jobs in the order the play started them."""
+        return re.findall(r"^TASK \[fuzz.multinode.job : Run rank 0 on the head and supervise job ([-a-z0-9]+)\]",
+                          self.output, re.M)
+
+    def outcome_rows(self):
+        """The outcome table's rows: {job: (status, details)}."""
+        table = self.output[self.output.rfind("TASK [fuzz.multinode.workflow : Show the outcome of every job]"):]
+        rows = {}
+        for match in re.finditer(r"^    - '?([-a-z0-9]+) +([A-Z_]+) +([-0-9.]+)(.*?)'?$", table, re.M):
+            rows[match.group(1)] = match.group(2)
+        return rows
+
+    def failure(self):
+        marker = "TASK [fuzz.multinode.workflow : Report the workflow's result]"
+        tail = self.output[self.output.rfind(marker):] if marker in self.output else ""
+        found = re.search(r"^\[ERROR\]: Task failed: Action failed: (.*)$", tail, re.M)
+        return found.group(1) if found else ""
+
+    def __repr__(self):  # shown by pytest when an assertion fails
+        return "WorkflowRun(rc=%s, %.1f s)\n--- output ---\n%s" % (self.rc, self.seconds, self.output[-8000:])
