@@ -185,6 +185,9 @@ class ActionModule(ActionBase):
                 result.update(changed=False, fallback=str(exc))
                 return result
             schedule = Schedule(plan, hosts, at_once=args["at_once"], share_hosts=share)
+            display.display("workflow run %s: %d jobs on %s, %s" % (
+                args["run"], len(plan), "this machine" if args["local"] else "hosts " + ", ".join(hosts),
+                "at most %d at once" % args["at_once"] if args["at_once"] else "as many at once as they allow"))
             signals = Signals()
             result.update(self._run(schedule, signals))
         finally:
