@@ -255,6 +255,11 @@ class ActionModule(ActionBase):
                             self._failed_to_start(name, exc, schedule)
                             continue
                         selector.register(member.process.stdout, selectors.EVENT_READ, member)
+                    if not schedule.running and not schedule.done:
+                        # Nothing runs and nothing can start: the plan is stuck
+                        # (it must not be); end the run rather than wait forever.
+                        for name in schedule.stop("no hosts could be given to it"):
+                            self._not_run(name, schedule.messages[name])
                 self._pump(selector)
                 for member in [member for member in self.members.values() if self._ended(member, selector)]:
                     self._finish(member, schedule)
