@@ -95,6 +95,13 @@ def test_each_live_line_is_shown_whole_with_its_jobs_name(parallel):
             assert shown.count("[%s] %s" % (job, line)) == 1, (job, line)
     # No line holds pieces of two jobs' lines.
     assert not [line for line in shown if len(re.findall(r"(?:start|end) \d+\.\d+", line)) > 1]
+    # Whatever a job's playbook prints (its warnings too) names the job.
+    runner = parallel.output[parallel.output.index("TASK [fuzz.multinode.workflow : Run the workflow's jobs"):]
+    runner = runner[:runner.index("\nTASK [")].splitlines()[1:]
+    jobs = "|".join(re.escape(job) for job in FAN + DIAMOND)
+    assert runner[0].startswith("workflow run ") and runner[-1].startswith("changed: "), runner
+    assert [line for line in runner[1:-1] if not re.match(r"\[(%s)\] " % jobs, line)] == [], runner
+    assert [line for line in runner if re.match(r"\[(%s)\] \[WARNING\]: " % jobs, line)], runner
 
 
 def test_a_parallel_workflow_leaves_nothing(parallel):
