@@ -378,25 +378,44 @@ class ActionModule(ActionBase):
             if name not in self.outcomes:  # it did not end in time: it still cancels on its own
                 self.outcomes[name] = outcome(name, "CANCELED", "job %s canceled: %s" % (name, interrupted),
                                               member.started, None, None, self.args["row_format"])
-        ephemeral = any("ephemeral" in (job.get("volumes") or {}).values() for job in self.args["jobs"])
-        hosts = [node for node in self.args["nodes"] if node["node"] in self.started_on]
-        if ephemeral:
-            hosts = self.args["nodes"]
-        if hosts:
-            variables = {key: value for key, value in self.args["settings"].items() if value is not None}
-            variables.update(fuzz_multinode_run_id=self.args["run"], fuzz_multinode_local=self.args["local"],
-                             fuzz_multinode_member={"nodes": hosts, "started": self.started_on,
-                                                    "ephemeral_volumes": ephemeral})
-            with open(os.path.join(self.work, "interrupted.out"), "wb") as out:
-                cleanup = self._spawn("interrupted.yml", variables, os.path.join(self.work, "interrupted.json"),
-                                      "interrupted", os.path.join(self.work, "interrupted.report.json"), output=out)
-                try:
-                    cleanup.wait(CLEANUP_WAIT)
-                except subprocess.TimeoutExpired:
-                    pass
         header = self.args["row_format"] % ("job", "status", "start", "end", "seconds", "details")
         rows = [header.strip()] + [self.outcomes[name]["row"] for name in schedule.order if name in self.outcomes]
-        self._tell_terminal(["", "workflow canceled: %s" % interrupted] + rows)
+        self._tell_terminal(["", "workflow canceled: %s" % interrupted] + rows + self._clean_up())
+
+    def _clean_up(self):
+        """Run interrupted.yml on the run's hosts; what the terminal must be
+        told when it did not finish (its output is then kept)."""
+        ephemeral = any("ephemeral" in (job.get("volumes") or {}).values() for job in self.args["jobs"])
+        hosts = self.args["nodes"] if ephemeral else [node for node in self.args["nodes"]
+                                                       if node["node"] in self.started_on]
+        if not hosts:
+            return []
+        variables = {key: value for key, value in self.args["settings"].items() if value is not None}
+        variables.update(fuzz_multinode_run_id=self.args["run"], fuzz_multinode_local=self.args["local"],
+                         fuzz_multinode_member={"nodes": hosts, "started": self.started_on,
+                                                "ephemeral_volumes": ephemeral})
+        output = os.path.join(self.work, "interrupted.out")
+        try:
+            with open(output, "wb") as out:
+                cleanup = self._spawn("interrupted.yml", variables, os.path.join(self.work, "interrupted.json"),
+                                      "interrupted", os.path.join(self.work, "interrupted.report.json"), output=out)
+            status = cleanup.wait(CLEANUP_WAIT)
+        except subprocess.TimeoutExpired:
+            status = "still running after %d s" % CLEANUP_WAIT
+        except (OSError, NotPassable) as exc:
+            return ["the clean-up of the run's hosts did not run: %s" % exc]
+        if status == 0:
+            return []
+        kept = os.path.join(self.args["settings"].get("fuzz_multinode_log_dir") or os.getcwd(),
+                            "interrupted-%s.log" % self.args["run"])
+        try:
+            os.makedirs(os.path.dirname(kept), 0o700, exist_ok=True)
+            shutil.copyfile(output, kept)
+            os.chmod(kept, 0o600)
+        except OSError:
+            kept = "(not kept)"
+        return ["the clean-up of the run's hosts (registrations, ephemeral volumes) did not finish (%s); its "
+                "output: %s" % (status if isinstance(status, str) else "status %d" % status, kept)]
 
     def _tell_terminal(self, lines):
         """Write to the workflow playbook's own output, which a worker's
