@@ -68,6 +68,15 @@ jobs in local mode on this machine too (the 4-rank row).
     Open MPI mpi_hello_world, 2     vs the same with plain ssh        <= 1.1x
       nodes, wrapper as rsh agent
 
+  rows of whole workflows (row group workflows), each beside the same
+  workflow one job at a time (fuzz_multinode_jobs_at_once=1), on the bare
+  host:
+    fan-out: 4 independent one-node vs one job at a time              <= 0.5x
+      jobs of 10 s (bench/fan-out.yml)
+      on 4 hosts
+    diamond: 1 -> 3 -> 1 one-node   vs one job at a time              <= 0.8x
+      jobs of 10 s (bench/diamond.yml)
+
   rows of jobs in their images (fuzz_multinode_execution=container), each
   beside the same job on the bare host (=host), in the same run:
     trivial job, 9 hosts, in its    vs the same job on the bare host  <= +1.0 s
@@ -231,6 +240,14 @@ class Bench:
         """Both execution modes, the nodes' present one first (one change)."""
         return sorted(("host", "container"), key=lambda mode: mode != self.execution)
 
+    def run_workflow(self, name, at_once):
+        """Seconds the whole workflow bench/NAME.yml took through run-job.yml,
+        at most `at_once` jobs at a time (0: as many as the hosts allow)."""
+        argv = ["ansible-playbook", str(TOP / "run-job.yml"), "-i", str(self.inventory),
+                "-e", "fuzzfile=%s" % (BENCH / (name + ".yml")), "-e", "log_dir=%s" % self.logs,
+                "-e", "fuzz_multinode_execution=host", "-e", "fuzz_multinode_jobs_at_once=%d" % at_once]
+        return self.timed("workflow %s (at once: %s)" % (name, at_once or "as the hosts allow"), argv)
+
     def ad_hoc(self, local=False):
         argv = ["ansible", "localhost"] if local else ["ansible", "multinode", "-i", str(self.inventory)]
         return self.timed("ansible -m command -a true", argv + ["-m", "command", "-a", "true"])
@@ -325,6 +342,20 @@ class Bench:
         return [("trivial 4-rank local-mode job", "s", median(job), median(ad_hoc),
                  "ansible localhost -m command", "<=", 3.0)], [], True
 
+    def measure_workflows(self):
+        rows = []
+        self.prepared_for("host")
+        for name, title, target in WORKFLOW_ROWS:
+            say("workflow bench/%s.yml whole, jobs at once beside one at a time (%d each)" % (name, self.job_reps))
+            at_once, one_by_one = [], []
+            for _ in range(self.job_reps):
+                at_once.append(self.run_workflow(name, 0))
+                one_by_one.append(self.run_workflow(name, 1))
+            say("  at once: %s s; one at a time: %s s" % (" ".join("%.1f" % t for t in at_once),
+                                                         " ".join("%.1f" % t for t in one_by_one)))
+            rows.append((title, "s", median(at_once), median(one_by_one), "the same one job at a time", "<=", target))
+        return rows, [], True
+
     def measure_container_start(self):
         reps = max(5, self.job_reps)
         say("trivial job through run-job.yml on 9 hosts in its image (cached on every node) beside the same "
@@ -360,9 +391,17 @@ ROWS = {
     "forward": "forwarded output (the streams job)",
     "job": "trivial job on 9 hosts",
     "local": "trivial 4-rank local-mode job",
+    "workflows": "a fan-out and a diamond of 10 s jobs, at once beside one at a time",
     "container-start": "trivial job on 9 hosts in its image, beside the bare host",
     "container-calls": "wrapper calls into rank containers, beside the bare host",
 }
+# The workflows of the row group `workflows` (bench/NAME.yml): their row's
+# title and target ratio (ideal: 0.25 for the fan-out, 3 of 5 jobs' time,
+# 0.6, for the diamond; each job's own playbook and registration add).
+WORKFLOW_ROWS = [
+    ("fan-out", "fan-out: 4 one-node jobs of 10 s, 4 hosts", 0.5),
+    ("diamond", "diamond 1 -> 3 -> 1, one-node jobs of 10 s", 0.8),
+]
 # The row groups whose jobs run in the bench's image.
 IMAGE_ROWS = ("container-start", "container-calls")
 

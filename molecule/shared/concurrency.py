@@ -34,3 +34,32 @@ def most_at_once(intervals):
         now += step
         most = max(most, now)
     return most
+
+
+# What each job of tests/fuzzfiles/workflow/fan-out.yml and diamond.yml
+# writes to its log: when it started, the run's id and its node, when it
+# ended.
+SPAN_LINES = re.compile(r"^start (\S+)\nrun (\S+) on (\S+)\nend (\S+)\n\Z")
+
+
+def job_spans(logs, jobs):
+    """{job: (start, end, run id, node)} from the job logs `<logs>/<job>.log`."""
+    spans = {}
+    for job in jobs:
+        text = (logs / (job + ".log")).read_text()
+        found = SPAN_LINES.match(text)
+        assert found, "%s.log: %r" % (job, text)
+        spans[job] = (float(found.group(1)), float(found.group(4)), found.group(2), found.group(3))
+    return spans
+
+
+def started_on(output):
+    """[(job, [hosts])] of the workflow runner's `[job] started on hosts A, B`
+    lines in a playbook's output, in the order it started the jobs."""
+    return [(job, hosts.split(", "))
+            for job, hosts in re.findall(r"^\[([^\]\s]+)\] started on hosts (.+)$", output, re.M)]
+
+
+def all_overlap(spans):
+    """Whether the (start, end) spans were all running at one moment."""
+    return max(start for start, _ in spans) < min(end for _, end in spans)

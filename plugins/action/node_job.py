@@ -16,8 +16,9 @@ and no play comes to undo it; this process then unregisters the job there
 when the ansible-playbook process was killed meanwhile (this worker, in a
 session of its own, outlives it).
 
-state=absent stops the job's processes there and unregisters it; the
-answer carries the logs of the job's ranks on the node (up to the runtime's
+state=absent stops the job's processes there and unregisters it, to the
+end whatever happens here (a Ctrl-C or SIGTERM meanwhile is acted on once
+the node has answered); the answer carries the logs of the job's ranks on the node (up to the runtime's
 inline budget; larger ones are fetched from the paths it reports), which
 are written to `logs` on the controller under the runtime's names, and the
 job log is fetched to `job_log` when given (the head: launch_job did not
@@ -63,7 +64,15 @@ class ActionModule(ActionBase):
                 result.update(failed=True, msg="job %s unregistered on %s: the playbook process ended"
                               % (params["job"], node))
         else:
-            self._request(result, params, node)
+            # A teardown once begun finishes: killed halfway through it would
+            # leave the job registered, and no play comes to finish it.
+            signals = Signals().install()
+            try:
+                self._request(result, params, node)
+            finally:
+                signals.restore()
+            if signals.received is not None:
+                signals.end_as_ansible_would()
         return result
 
     def _request(self, result, params, node):

@@ -40,6 +40,7 @@ from ansible_collections.fuzz.multinode.plugins.module_utils.job_spec import (
 __all__ = [
     "FUZZFILE_ARGUMENT_SPEC",
     "RANK_PLAN_ARGUMENT_SPEC",
+    "WORKFLOW_JOBS_ARGUMENT_SPEC",
     "load_fuzzfile",
     "plan_ranks",
 ]
@@ -78,6 +79,30 @@ RANK_PLAN_ARGUMENT_SPEC: Dict[str, Any] = dict(
     run=dict(type="str", default=""),
     volume_root=dict(type="str", default=VOLUME_ROOT),
     volume_sharing=dict(type="str", default="auto", choices=list(VOLUME_SHARINGS)),
+)
+
+# The options of fuzz.multinode.workflow_jobs (the workflow runner), for its
+# module's documentation and its action plugin alike.
+WORKFLOW_JOBS_ARGUMENT_SPEC: Dict[str, Any] = dict(
+    jobs=dict(type="list", elements="dict", required=True),
+    nodes=dict(
+        type="list",
+        elements="dict",
+        required=True,
+        options=dict(
+            node=dict(type="str", required=True),
+            address=dict(type="str", default=""),
+        ),
+    ),
+    run=dict(type="str", required=True),
+    at_once=dict(type="int", default=0),
+    share_hosts=dict(type="bool", default=False),
+    local=dict(type="bool", default=False),
+    volume_root=dict(type="str", default=VOLUME_ROOT),
+    volume_sharing=dict(type="str", default="auto", choices=list(VOLUME_SHARINGS)),
+    settings=dict(type="dict", default={}),
+    files=dict(type="dict", default={}),
+    row_format=dict(type="str", default="%s  %s  %s  %s  %s  %s"),
 )
 
 

@@ -51,7 +51,8 @@ def test_failing_worker_stops_the_head_long_before_its_work_ends(failures, job):
     """The head had 120 s of work left when the worker exited 3."""
     log = failures.log(job)
     assert "head starts" in log and "head after sleep" not in log, (log, failures)
-    job_seconds = re.search(r"^\s*- %s +FAILED +([0-9.]+) " % re.escape(job), failures.output, re.M)
+    # The outcome table's row: job, status, start, end, seconds, details.
+    job_seconds = re.search(r"^\s*- %s +FAILED +\S+ +\S+ +([0-9.]+) " % re.escape(job), failures.output, re.M)
     assert job_seconds and float(job_seconds.group(1)) < 60, failures
 
 

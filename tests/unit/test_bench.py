@@ -22,13 +22,29 @@ def test_help_names_every_row_and_its_target():
     assert done.returncode == 0, done.stderr
     for row, target in [("one warm wrapper call", "<= 1.5x"), ("8 wrapper calls at once", "<= 1.5x"),
                         ("forwarded output", ">= 0.8x"), ("trivial job, run-job.yml", "<= 3x"),
-                        ("trivial 4-rank local-mode job", "<= 3x"), ("Open MPI mpi_hello_world", "<= 1.1x")]:
+                        ("trivial 4-rank local-mode job", "<= 3x"), ("Open MPI mpi_hello_world", "<= 1.1x"),
+                        ("fan-out: 4 independent one-node", "<= 0.5x"), ("diamond: 1 -> 3 -> 1 one-node", "<= 0.8x")]:
         assert re.search(re.escape(row) + r".*" + re.escape(target), done.stdout), (row, done.stdout)
 
 
 def test_bench_jobs_are_runnable_fuzzfiles():
     jobs = set(run_checks(Path("bench/jobs.yml")).jobs)
     assert {"trivial", "trivial-local", "latency", "streams"} <= jobs
+
+
+def test_bench_workflows_are_runnable_fuzzfiles_of_the_shapes_the_rows_name():
+    """The fan-out: 4 independent one-node jobs; the diamond: 1 -> 3 -> 1.
+    Every job one node of 10 s (the rows' titles say so)."""
+    assert [name for name, _, _ in bench.WORKFLOW_ROWS] == ["fan-out", "diamond"]
+    fan = run_checks(ROOT / "bench" / "fan-out.yml")
+    assert [(job.name, [dep.name for dep in job.depends_on]) for job in fan.jobs.values()] == [
+        ("fan-%d" % index, []) for index in range(1, 5)]
+    diamond = run_checks(ROOT / "bench" / "diamond.yml")
+    assert [(job.name, [dep.name for dep in job.depends_on]) for job in diamond.jobs.values()] == [
+        ("top", []), ("side-1", ["top"]), ("side-2", ["top"]), ("side-3", ["top"]),
+        ("bottom", ["side-1", "side-2", "side-3"])]
+    for job in list(fan.jobs.values()) + list(diamond.jobs.values()):
+        assert (job.nodes, job.command) == (1, ["sleep", "10"]), job.name
 
 
 def test_driver_lines_are_100_bytes_and_tell_their_place():

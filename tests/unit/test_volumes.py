@@ -2,9 +2,12 @@
 volume root, made for real here (as root, for a real job user), and a run's
 ephemeral volumes removed at its end without following the job's links."""
 
+import json
 import multiprocessing
 import os
 import pwd
+import subprocess
+import sys
 
 import pytest
 from multinode_runtime import volumes
@@ -145,6 +148,16 @@ def test_a_multinode_job_says_when_its_volumes_are_each_nodes_own(tmp_path):
     assert volumes.sharing_note(spec_of(tmp_path, [], nodes=("node-1", "node-2"), sharing="node-local")) is None
     # auto: this machine's temporary directory is no network file system
     assert volumes.is_shared(str(tmp_path / "not" / "there"), "auto") is False
+
+
+def test_the_runtime_says_whether_the_volume_root_is_shared_as_a_registration_would(tmp_path):
+    """What the workflow runner asks the first host (volume-sharing) before
+    it places jobs with volumes."""
+    runtime = os.path.join(os.path.dirname(os.path.dirname(volumes.__file__)))
+    for sharing, shared in (("auto", False), ("shared", True), ("node-local", False)):
+        done = subprocess.run([sys.executable, "-I", runtime, "volume-sharing", str(tmp_path / "v"), sharing],
+                              capture_output=True, text=True, check=True)
+        assert json.loads(done.stdout) == {"shared": shared}
 
 
 def test_a_mount_location_inside_the_volume_root_is_refused(tmp_path):

@@ -37,6 +37,10 @@
   remove-volumes RUN VOLUME_ROOT
                         (root) remove the ephemeral volumes of RUN here
                         (the run ended); prints JSON
+  volume-sharing VOLUME_ROOT SHARING
+                        whether VOLUME_ROOT is storage the nodes share, as
+                        SHARING (auto, shared, node-local) decides it here;
+                        prints JSON
   transfer              (root; the copy as the job user) one ingress or
                         egress item of a volume; the request (JSON, with the
                         item's credentials) is read from stdin; prints
@@ -239,6 +243,13 @@ def cmd_remove_volumes(args):
     print(json.dumps({"changed": remove_run(root=args[1], run=args[0])}))
 
 
+def cmd_volume_sharing(args):
+    if len(args) != 2:
+        raise RuntimeFailure("usage: volume-sharing VOLUME_ROOT SHARING")
+    from .volumes import is_shared
+    print(json.dumps({"shared": is_shared(args[0], args[1])}))
+
+
 def read_request(name):
     try:
         return json.load(sys.stdin)
@@ -278,6 +289,7 @@ COMMANDS = {
     "cleanup": cmd_cleanup,
     "show": cmd_show,
     "remove-volumes": cmd_remove_volumes,
+    "volume-sharing": cmd_volume_sharing,
     "transfer": cmd_transfer,
     "volume-read": cmd_volume_read,
 }

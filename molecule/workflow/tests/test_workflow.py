@@ -3,9 +3,10 @@ run through run-job.yml without -e job, exactly as a user runs them, on a
 real 3-node container cluster.
 
 What a user relies on: every job runs once, after the jobs it depends on;
-a failed job stops exactly its dependants, and the run fails naming the
-failed job and the jobs that were not run; each job has its own log; no job
-process is left on any node.
+independent jobs run at the same time, each on nodes of its own, as many as
+the nodes allow (the workflow runner); a failed job stops exactly its
+dependants, and the run fails naming the failed job and the jobs that were
+not run; each job has its own log; no job process is left on any node.
 """
 
 import os
@@ -18,7 +19,7 @@ import pytest
 sys.path.insert(0, os.path.join(os.environ["MOLECULE_PROJECT_DIRECTORY"], "molecule", "shared"))
 import node_runtime  # noqa: E402  (what the nodes' runtime holds of a job)
 
-from concurrency import most_at_once, task_records  # noqa: E402  (shared with tests/local)
+from concurrency import job_spans, most_at_once, task_records  # noqa: E402  (shared with tests/local)
 from workflow_run import NO_PROCESSES, NODES, PROJECT, WorkflowRun, docker  # noqa: E402  (this scenario's runs)
 
 EPHEMERAL = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"])
@@ -73,6 +74,37 @@ def test_failing_branch_shows_every_jobs_outcome(failing_branch):
 
 def test_failing_branch_leaves_no_process(failing_branch):
     assert failing_branch.leftovers == NO_PROCESSES
+
+
+# -- independent jobs at the same time -------------------------------------------
+
+FAN = ["fan-1", "fan-2", "fan-3", "fan-4"]
+
+
+@pytest.fixture(scope="module")
+def fan_out(tmp_path_factory):
+    return WorkflowRun("fan-out.yml", tmp_path_factory.mktemp("fan-out"))
+
+
+def test_a_fan_out_runs_as_many_jobs_at_once_as_there_are_nodes(fan_out):
+    """4 independent one-node jobs on 3 nodes: 3 at once, each on a node of
+    its own (rank 0 first in inventory order), the 4th once one of them has
+    ended, on the node it left; all in one run (one FB_WORKFLOW_ID). Judged
+    from the jobs' own logs."""
+    assert fan_out.rc == 0, fan_out.output
+    spans = job_spans(fan_out.logs, FAN)
+    assert most_at_once([spans[job][:2] for job in FAN]) == 3, spans
+    assert len({run for _, _, run, _ in spans.values()}) == 1, spans
+    assert [fan_out.hosts(job) for job in FAN[:3]] == [[node] for node in NODES]
+    # Each ran on the node it was given.
+    assert {job: spans[job][3] for job in FAN} == {job: fan_out.hosts(job)[0] for job in FAN}, spans
+    last_start, _, _, last_node = spans["fan-4"]
+    before = [job for job in FAN[:3] if spans[job][3] == last_node]
+    assert before and spans[before[0]][1] < last_start, spans
+
+
+def test_a_fan_out_leaves_no_process(fan_out):
+    assert fan_out.leftovers == NO_PROCESSES
 
 
 # -- one job of a workflow ---------------------------------------------------
@@ -219,15 +251,17 @@ def test_each_rank_is_bound_to_its_cores(resources):
 
 
 def test_requests_larger_than_a_node_fail_the_job_before_it_starts(resources):
+    """Each refused by the node the runner gave it (the jobs run at once,
+    each on a node of its own)."""
     failure = resources.failure()
     assert re.search(
-        r"too-many-cores FAILED: job too-many-cores cannot start on node fmn-workflow-node-1: "
-        r"jobs\.too-many-cores\.resource\.cpu\.cores: 4096 requested, but the node has \d+ CPUs",
-        failure), failure
+        r"too-many-cores FAILED: job too-many-cores cannot start on node %s: "
+        r"jobs\.too-many-cores\.resource\.cpu\.cores: 4096 requested, but the node has \d+ CPUs"
+        % resources.hosts("too-many-cores")[0], failure), failure
     assert re.search(
-        r"too-much-memory FAILED: job too-much-memory cannot start on node fmn-workflow-node-1: "
+        r"too-much-memory FAILED: job too-much-memory cannot start on node %s: "
         r"jobs\.too-much-memory\.resource\.memory: 70368744177664 bytes requested, but the node "
-        r"has \d+", failure), failure
+        r"has \d+" % resources.hosts("too-much-memory")[0], failure), failure
     assert resources.outcome_rows()["bound"] == "FINISHED"
     for node in NODES:
         for job in ("too-many-cores", "too-much-memory"):
@@ -241,8 +275,8 @@ def test_memory_is_limited_to_the_request(resources):
     (SIGKILL: status 128 + 9), which fails the job."""
     assert resources.log("memory-fits") == "16 MiB used\n"
     assert resources.outcome_rows()["memory-fits"] == "FINISHED"
-    assert ("memory-capped FAILED: rank 0 (memory-capped-0 on fmn-workflow-node-1) exited with "
-            "status 137") in resources.failure()
+    assert ("memory-capped FAILED: rank 0 (memory-capped-0 on %s) exited with "
+            "status 137" % resources.hosts("memory-capped")[0]) in resources.failure()
     assert "256 MiB used" not in resources.log("memory-capped")
     # The jobs' memory cgroups are removed at cleanup.
     for node in NODES:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.join(os.environ["MOLECULE_PROJECT_DIRECTORY"], "molecule", "shared"))
 import fuzz_playbook as user_playbook  # noqa: E402  (run-job.yml as a user runs it)
+from concurrency import started_on  # noqa: E402  (the workflow runner's lines, shared with tests/local)
 
 PROJECT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
 FUZZFILES = PROJECT / "tests" / "fuzzfiles" / "workflow"
@@ -48,15 +49,23 @@ class WorkflowRun:
         return (self.logs / (job + ".log")).read_text()
 
     def started(self):
-        """The jobs in the order the play started them."""
-        return re.findall(r"^TASK \[fuzz.multinode.job : Run rank 0 on the head and supervise job ([-a-z0-9]+)\]",
-                          self.output, re.M)
+        """The jobs in the order the run started them: the workflow runner's
+        `[job] started on hosts ...` lines, or (jobs one at a time in the
+        play) the job role's task that starts each."""
+        return [job for job, _ in started_on(self.output)] or re.findall(
+            r"^TASK \[fuzz.multinode.job : Run rank 0 on the head and supervise job ([-a-z0-9]+)\]", self.output, re.M)
+
+    def hosts(self, job):
+        """The hosts the workflow runner started a job on, rank 0's first."""
+        return dict(started_on(self.output))[job]
 
     def outcome_rows(self):
         """The outcome table's rows: {job: (status, details)}."""
         table = self.output[self.output.rfind("TASK [fuzz.multinode.workflow : Show the outcome of every job]"):]
         rows = {}
-        for match in re.finditer(r"^    - '?([-a-z0-9]+) +([A-Z_]+) +([-0-9.]+)(.*?)'?$", table, re.M):
+        # job, status, start, end (HH:MM:SS, or - for a job not run), seconds, details
+        for match in re.finditer(r"^    - '?([-a-z0-9]+) +([A-Z_]+) +([-0-9:]+) +([-0-9:]+) +([-0-9.]+)(.*?)'?$",
+                                 table, re.M):
             rows[match.group(1)] = match.group(2)
         return rows
 

@@ -100,6 +100,25 @@ def test_ctrl_c_while_the_node_registers_the_job_unregisters_it_there_then_ends_
     assert worker_signals[:1] == [signal.SIGINT]
 
 
+def test_ctrl_c_while_the_node_tears_the_job_down_lets_it_finish_then_ends_the_worker(worker_signals):
+    """Ctrl-C while a node unregisters a job (a workflow's job whose own
+    playbook is interrupted as it cleans up): the cleanup is not cut off
+    (killed halfway, it would leave the job registered, and no play comes to
+    finish it); once the node has answered, the worker gets the signal."""
+    def interrupted():
+        os.kill(os.getpid(), signal.SIGINT)
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert worker_signals == []  # not yet: the cleanup goes on
+        return answer(changed=True, job="hello", killed=0, logs=[])
+
+    host = Host(interrupted)
+    result = action(NodeJob, dict(job="hello", run="r1", state="absent"), host).run(
+        task_vars={"inventory_hostname": "node-1"})
+    (cleanup, _), = host.commands
+    assert cleanup.endswith(" cleanup hello --run r1 --logs")
+    assert result["changed"] and worker_signals[:1] == [signal.SIGINT]
+
+
 def test_the_playbook_killed_while_the_node_registers_the_job_unregisters_it_there(monkeypatch):
     """kill -9 of ansible-playbook while the node registers the job: this
     worker outlives it (a session of its own, a new parent); once the node
