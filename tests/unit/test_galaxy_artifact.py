@@ -76,12 +76,19 @@ def test_artifact_holds_what_users_run_and_no_development_files(installed):
 MODULES = sorted(path.stem for path in (ROOT / "plugins" / "modules").glob("*.py") if path.stem != "__init__")
 
 
-@pytest.mark.parametrize("module", MODULES)
-def test_every_module_documents_itself_from_the_installed_collection(installed, module):
-    proc = run(installed, [tool("ansible-doc"), "--json", "-t", "module", "fuzz.multinode." + module],
-               stderr=subprocess.PIPE)
+@pytest.fixture(scope="module")
+def module_docs(installed):
+    """ansible-doc's JSON of every module of the installed collection, from
+    one call (a call per module cost seconds each)."""
+    proc = run(installed, [tool("ansible-doc"), "--json", "-t", "module"]
+               + ["fuzz.multinode." + module for module in MODULES], stderr=subprocess.PIPE)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    doc = json.loads(proc.stdout)["fuzz.multinode." + module]
+    return json.loads(proc.stdout)
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_every_module_documents_itself_from_the_installed_collection(module_docs, module):
+    doc = module_docs["fuzz.multinode." + module]
     assert doc["doc"]["short_description"] and doc["examples"].strip() and doc["return"]
     # Every attribute says what it means (the attributes fragment) and how
     # far this module supports it.
