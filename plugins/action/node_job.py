@@ -49,30 +49,24 @@ class ActionModule(ActionBase):
         result = super().run(tmp, task_vars)
         _, params = self.validate_argument_spec(argument_spec=NODE_JOB_ARGUMENT_SPEC)
         node = params["node"] or task_vars.get("inventory_hostname", "")
+        playbook_pid = os.getppid()
+        # Registering pulls the image (minutes, maybe); a teardown once begun
+        # must finish, killed halfway it would leave the job registered. A
+        # signal meanwhile is acted on once the node has answered.
+        signals = Signals().install()
+        try:
+            self._request(result, params, node)
+        finally:
+            signals.restore()
         if params["state"] == "present":
-            playbook_pid = os.getppid()
-            signals = Signals().install()
-            try:
-                self._request(result, params, node)
-            finally:
-                signals.restore()
             if signals.received is not None:
                 self._unregister(params, node)
-                signals.end_as_ansible_would()
             elif os.getppid() != playbook_pid:
                 self._unregister(params, node)
                 result.update(failed=True, msg="job %s unregistered on %s: the playbook process ended"
                               % (params["job"], node))
-        else:
-            # A teardown once begun finishes: killed halfway through it would
-            # leave the job registered, and no play comes to finish it.
-            signals = Signals().install()
-            try:
-                self._request(result, params, node)
-            finally:
-                signals.restore()
-            if signals.received is not None:
-                signals.end_as_ansible_would()
+        if signals.received is not None:
+            signals.end_as_ansible_would()
         return result
 
     def _request(self, result, params, node):

@@ -56,17 +56,17 @@ FUZZFILE_ARGUMENT_SPEC: Dict[str, Any] = dict(
     s3_secret_names=dict(SECRET_NAMES_OPTION),
 )
 
+def _nodes_option(address_required: bool) -> Dict[str, Any]:
+    """The `nodes` option: the job's hosts in rank order, each with its
+    address (the runner's may leave it empty: the job's play finds it)."""
+    address = dict(type="str", required=True) if address_required else dict(type="str", default="")
+    return dict(type="list", elements="dict", required=True,
+                options=dict(node=dict(type="str", required=True), address=address))
+
+
 RANK_PLAN_ARGUMENT_SPEC: Dict[str, Any] = dict(
     job=dict(type="dict", required=True),
-    nodes=dict(
-        type="list",
-        elements="dict",
-        required=True,
-        options=dict(
-            node=dict(type="str", required=True),
-            address=dict(type="str", required=True),
-        ),
-    ),
+    nodes=_nodes_option(address_required=True),
     user=dict(type="str", default="fuzz"),
     wrapper_path=dict(type="str", default="/multinode/ssh-wrapper"),
     kill_grace=dict(type="int", default=10),
@@ -85,15 +85,7 @@ RANK_PLAN_ARGUMENT_SPEC: Dict[str, Any] = dict(
 # module's documentation and its action plugin alike.
 WORKFLOW_JOBS_ARGUMENT_SPEC: Dict[str, Any] = dict(
     jobs=dict(type="list", elements="dict", required=True),
-    nodes=dict(
-        type="list",
-        elements="dict",
-        required=True,
-        options=dict(
-            node=dict(type="str", required=True),
-            address=dict(type="str", default=""),
-        ),
-    ),
+    nodes=_nodes_option(address_required=False),
     run=dict(type="str", required=True),
     at_once=dict(type="int", default=0),
     share_hosts=dict(type="bool", default=False),

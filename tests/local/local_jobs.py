@@ -28,6 +28,7 @@ import re
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import yaml
@@ -331,6 +332,25 @@ def run_job(fuzzfile, logs, extra_vars=None, timeout=PLAYBOOK_TIMEOUT, args=()):
     Path(fuzzfile).with_suffix(".out").write_text(output)  # for a look after the tests
     print("%s: run-job.yml took %.1f s" % (Path(fuzzfile).name, run.seconds))
     return run
+
+
+def start_playbook(fuzzfile, logs, out_path):
+    """run-job.yml on a Fuzzfile, started in a session of its own (a
+    terminal's process group, for signals to it) with its output going to
+    `out_path`; the process."""
+    argv, env = playbook(fuzzfile, logs)
+    with open(out_path, "w") as out:
+        return subprocess.Popen(argv, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+
+
+def wait_for_output(proc, out_path, ready, within):
+    """Until ready(the output so far), the playbook running all along, for
+    at most `within` seconds."""
+    deadline = time.monotonic() + within
+    while not ready(out_path.read_text()):
+        assert proc.poll() is None and time.monotonic() < deadline, out_path.read_text()[-6000:]
+        time.sleep(0.05)
 
 
 def unregister(jobs):

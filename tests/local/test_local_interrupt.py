@@ -6,8 +6,6 @@ secrets and pinned namespaces)."""
 
 import os
 import signal
-import subprocess
-import time
 
 import pytest
 
@@ -54,16 +52,10 @@ def test_ctrl_c_stops_the_job_and_leaves_nothing_of_it_on_this_machine(workdir, 
     directory.mkdir()
     fuzzfile = directory / "interrupted.yml"
     fuzzfile.write_text(FUZZFILE)
-    argv, env = lj.playbook(fuzzfile, directory / "logs")
     out_path = directory / "interrupted.out"
-    with open(out_path, "w") as out:
-        proc = subprocess.Popen(argv, cwd=lj.REPO, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+    proc = lj.start_playbook(fuzzfile, directory / "logs", out_path)
     try:
-        deadline = time.monotonic() + 180
-        while not WHEN[when](out_path.read_text()):
-            assert proc.poll() is None and time.monotonic() < deadline, out_path.read_text()[-6000:]
-            time.sleep(0.05)
+        lj.wait_for_output(proc, out_path, WHEN[when], 180)
         assert os.path.exists(lj.registry.job_dir(JOB))  # what must go
         os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C, as a terminal sends it
         rc = proc.wait(timeout=120)

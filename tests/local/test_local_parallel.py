@@ -12,7 +12,6 @@ every running job and leaves nothing of the run on this machine."""
 import os
 import re
 import signal
-import subprocess
 import time
 
 import pytest
@@ -195,16 +194,11 @@ def test_stopping_a_parallel_run_cancels_every_running_job_and_leaves_nothing(wo
     fuzzfile = directory / "interrupted.yml"
     fuzzfile.write_text(INTERRUPTED)
     jobs = SLEEPERS + ["after"]
-    argv, env = lj.playbook(fuzzfile, directory / "logs")
     out_path = directory / "interrupted.out"
-    with open(out_path, "w") as out:
-        proc = subprocess.Popen(argv, cwd=lj.REPO, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+    proc = lj.start_playbook(fuzzfile, directory / "logs", out_path)
     try:
-        deadline = time.monotonic() + 240
-        while not all("[%s] %s-1 sleeps" % (job, job) in out_path.read_text() for job in SLEEPERS):
-            assert proc.poll() is None and time.monotonic() < deadline, out_path.read_text()[-6000:]
-            time.sleep(0.05)
+        lj.wait_for_output(proc, out_path,
+                           lambda output: all("[%s] %s-1 sleeps" % (job, job) in output for job in SLEEPERS), 240)
         run = re.search(r"sleeps in run (\S+)", out_path.read_text()).group(1)
         volumes = os.path.join(VOLUME_ROOT, "ephemeral", run)
         assert os.path.isdir(volumes)  # what must go, with the jobs
