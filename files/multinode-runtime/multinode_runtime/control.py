@@ -77,13 +77,23 @@ def status(job, run, wait, log_offset, started=None):
                 return dict(_supervisor_failed(job), **job_log(job, log_offset))
             break
         if time.monotonic() >= deadline or _log_size(job) - log_offset > LOG_CHUNK:
-            return dict(finished=False, changed=False, **job_log(job, log_offset))
+            return dict(finished=False, changed=False, **_ready(job), **job_log(job, log_offset))
         time.sleep(STATUS_WAIT_STEP)
     # The log is read after the result: once there is one, it is complete.
     result.update(finished=True, changed=True, **job_log(job, log_offset))
     if result.get("status") != "FINISHED":
         result.update(failed=True, msg=result.get("message", ""))
     return result
+
+
+def _ready(job):
+    """A service's readiness, once its probe passed (readiness.py):
+    {"ready": what the probe saw}; else nothing."""
+    try:
+        with open(registry.job_path(job, registry.READY_FILE), "rb") as handle:
+            return {"ready": handle.read().decode(errors="replace").strip()}
+    except FileNotFoundError:
+        return {}
 
 
 def cancel(job, run, reason):

@@ -35,7 +35,8 @@ def prepare_job(data, spec, node, secrets=None):
         write_claim(spec.job, spec.run, spec.claim_lease)
     if kept:
         store_secrets(spec, kept)
-    registry.write_hosts_block(spec.job, [(r.address, r.name) for r in spec.ranks])
+    registry.write_hosts_block(spec.job, [(r.address, r.name) for r in spec.ranks]
+                               + [(address, name) for name, address in spec.extra_hosts])
     sandbox = place_job(spec, node, secrets)  # after the hosts block: a container sees it
     prepare_inputs(spec, node, user, sandbox)
     answer = {"changed": True, "job": spec.job, "node": node, "run": spec.run}

@@ -8,6 +8,7 @@ written by an older controller.
 
 import json
 import os
+import re
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -117,6 +118,13 @@ class JobSpec:
     mounts: List[Mount] = field(default_factory=list)
     volume_root: str = VOLUME_ROOT
     volume_sharing: str = "auto"    # "shared", "node-local", or "auto" (volumes.is_shared)
+    # A service's: {"readiness_probe": its probe in the Fuzzfile's form (a
+    # port's number) or None, "ready_timeout": seconds} (readiness.py); a
+    # job's: None.
+    service: Optional[Dict[str, Any]] = None
+    # Names beside the ranks' in the job's /etc/hosts block: the run's
+    # services as <service>.svc, each (name, address).
+    extra_hosts: List[Tuple[str, str]] = field(default_factory=list)
     # Set by `head --controller-timeout`, not by the controller's plan.
     controller_timeout: float = 0
 
@@ -138,6 +146,7 @@ class JobSpec:
                                for entry in values.get("files", [])]
             values["mounts"] = [Mount(entry["location"], entry["volume"], entry["store"])
                                 for entry in values.get("mounts", [])]
+            values["extra_hosts"] = [_host_entry(entry) for entry in values.get("extra_hosts", [])]
             if "task_array" in values:
                 values["task_array"] = TaskArray(**values["task_array"])
             check_claim_lease(values.get("claim_lease", CLAIM_LEASE))
@@ -174,6 +183,20 @@ class JobSpec:
             if rank.rank == number:
                 return rank
         return None
+
+
+def _host_entry(entry):
+    """(name, address) of an extra_hosts entry: one /etc/hosts line each, so
+    neither may hold anything but a name's or an address's characters."""
+    name, address = entry
+    if not (isinstance(name, str) and _HOST_NAME.match(name) and isinstance(address, str)
+            and _HOST_ADDRESS.match(address)):
+        raise RuntimeFailure("malformed job spec (extra_hosts: %r)" % (entry,))
+    return name, address
+
+
+_HOST_NAME = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9.-]*\Z")
+_HOST_ADDRESS = re.compile(r"\A[0-9A-Fa-f.:]+\Z")
 
 
 def check_claim_lease(value):

@@ -29,6 +29,7 @@ from .processes import (
     reap_children,
     recorded_namespaces,
 )
+from .readiness import Readiness
 from .resources import bind_cpus
 from .sandbox import host_reason, ran_in
 from .teardown import clean_nodes, keep_handed_logs
@@ -62,6 +63,7 @@ class Supervisor:
         self.remote_calls = []  # the call records of the workers' nodes
         self.torn_down = []  # worker nodes the teardown left nothing on (clean_workers)
         self.teardown_at = None  # when the job's teardown began
+        self.readiness = None  # a service's (readiness.py), from rank 0's start on
 
     def run(self):
         started = time.time()
@@ -258,6 +260,11 @@ class Supervisor:
             write_all(log_fd, ("fuzz.multinode: warning: %s\n" % warning).encode())
         self.rank0_output.start()
         self.rank0_call = {"rank": self.head.rank, "start": time.time()}
+        if self.spec.service is not None:
+            def spawn_probe(argv, out):
+                with placement.spawning_in():
+                    return spawn_rank(self.spec, self.head, self.user, argv, env, sandbox, out, out)
+            self.readiness = Readiness(self.spec, self.head.address, spawn_probe, log_fd)
         return child
 
     def rank_report(self, ended):
@@ -282,11 +289,14 @@ class Supervisor:
             failure = first_failure(events)
             if failure:
                 return None, failure
-            for pid, status in reap_children().items():
+            reaped = reap_children()
+            for pid, status in reaped.items():
                 if pid == child.pid:
                     child.returncode = exit_status(status)
                     deadline = time.monotonic() + self.grace
                     self.rank0_call.update(end=time.time(), status=child.returncode)
+            if self.readiness is not None and deadline is None:
+                self.readiness.check(reaped)
             self.agent.check()
             if deadline is not None and (time.monotonic() > deadline or not self.calls_in_flight()):
                 failure = first_failure(events)
