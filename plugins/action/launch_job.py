@@ -58,6 +58,36 @@ AFTER_CANCEL = 10
 GIVE_UP_AFTER = 60
 
 
+def _read_reason(path):
+    try:
+        with open(path) as handle:
+            return handle.read().strip() or "the workflow"
+    except OSError:
+        return "the workflow"
+
+
+class _Ready:
+    """A service's readiness as the head's answers tell it (the runtime's
+    readiness probe passed): said once in the live log, and made known to
+    the workflow runner by creating `ready_file` (its members' option)."""
+
+    def __init__(self, args, log):
+        self.path = args.get("ready_file")
+        self.log = log
+        self.done = False
+
+    def seen(self, answer):
+        if self.done or not answer.get("ready"):
+            return
+        self.done = True
+        if self.path:
+            try:
+                with open(self.path, "x") as handle:
+                    handle.write(answer["ready"] + "\n")
+            except OSError as exc:
+                display.warning("cannot tell the workflow that service is ready (%s): %s" % (self.path, exc))
+
+
 class ActionModule(ActionBase):
     _supports_check_mode = False
 
@@ -93,6 +123,9 @@ class ActionModule(ActionBase):
             # long as the supervisor waits for a poll before it cancels the job.
             give_up_after = float(args.get("controller_timeout") or 0) or GIVE_UP_AFTER
             polled = started
+            ready = _Ready(args, log)
+            ready.seen(polled)
+            stop_asked = False
             log.tick()
             next_poll = last_good_poll = time.monotonic()
             while not polled.get("finished"):
@@ -108,7 +141,11 @@ class ActionModule(ActionBase):
                     result.update(failed=True, finished=True, status="CANCELED",
                                   msg="job %s canceled: the playbook process ended" % args["job"])
                     return result
+                if not stop_asked and args.get("stop_file") and os.path.exists(args["stop_file"]):
+                    stop_asked = True  # then polled to its end, and torn down, as any job
+                    self._stop(args, _read_reason(args["stop_file"]))
                 polled = self._poll(args, log, wait=0 if log.behind else poll)
+                ready.seen(polled)
                 log.tick()
                 if polled.get("finished"):
                     break
@@ -200,6 +237,15 @@ class ActionModule(ActionBase):
         runtime leaves another run's job alone). If it cannot be delivered,
         the supervisor's heartbeat check still cancels the job."""
         self._on_head(args, CANCEL_WITHIN, head_call("cancel", args, reason))
+
+    def _stop(self, args, reason):
+        """Ask the supervisor to end the job for `reason` while the play goes
+        on (a Ctrl-C meanwhile is handled as usual); if the request fails
+        the job runs on and the next poll says how it is."""
+        try:
+            call_runtime(self, head_call("cancel", args, reason), runtime=args["runtime"])
+        except (RuntimeRefused, AnsibleConnectionFailure) as exc:
+            display.warning("[%s] cannot ask the job to stop (%s): %s" % (args["job"], reason, exc))
 
     def _unregister(self, args, grace):
         """No play cleans up after an interrupted one: remove the job from

@@ -51,6 +51,8 @@ LAUNCH_JOB_ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = dict(
     log_file=dict(type="path"),
     progress_every=dict(type="float", default=30),
     refused=dict(type="list", elements="str", default=[]),
+    ready_file=dict(type="path"),
+    stop_file=dict(type="path"),
 )
 
 # The options of fuzz.multinode.run_volumes, likewise.

@@ -80,6 +80,25 @@ options:
     type: list
     elements: str
     default: []
+  ready_file:
+    description:
+      - For a service (the job's spec has C(service)), a file on the
+        controller that is created, holding what the readiness probe saw,
+        once the head says the service is ready (its readiness probe
+        passed). The workflow runner (M(fuzz.multinode.workflow_jobs))
+        starts the service's dependants that need it V(RUNNING) then.
+      - The file must not exist yet. Nothing is written for a job, or
+        when unset.
+    type: path
+  stop_file:
+    description:
+      - A file on the controller whose appearance stops the job. The
+        supervisor is asked to cancel it, with the file's contents as the
+        reason, and the task goes on as for any job's end (its result
+        V(CANCELED)), so the job is torn down and its logs kept as usual.
+        The workflow runner stops a service this way when it is no longer
+        needed.
+    type: path
 extends_documentation_fragment:
   - fuzz.multinode.attributes
 attributes:
