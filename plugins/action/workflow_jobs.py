@@ -53,6 +53,8 @@ from ansible_collections.fuzz.multinode.plugins.plugin_utils.node_runtime_call i
 from ansible_collections.fuzz.multinode.plugins.plugin_utils.workflow_schedule import (
     FINISHED,
     NOT_RUN,
+    RUNNING,
+    WAITING,
     Schedule,
     can_overlap,
 )
@@ -89,6 +91,16 @@ def needs(job, host_count, local=False):
     return int(job.get("nodes") or 1)
 
 
+def plan_entry(job, host_count, local, pinned):
+    """A job's or service's entry in the plan (workflow_schedule.Schedule)."""
+    dependencies = job.get("depends_on") or []
+    return {"name": job["name"], "needs": needs(job, host_count, local),
+            "depends_on": [dep["name"] for dep in dependencies if dep.get("status", "FINISHED") != "RUNNING"],
+            "running_deps": [dep["name"] for dep in dependencies if dep.get("status") == "RUNNING"],
+            "pinned": pinned and bool(job.get("volumes")),
+            "service": job.get("kind") == "service", "persist": bool(job.get("persist"))}
+
+
 def outcome(name, status, message="", started=None, ended=None, duration=None, row_format="%s  %s  %s  %s  %s  %s"):
     """A job's entry in the workflow's outcomes, as roles/workflow/tasks/step.yml
     records it for a job run in the play."""
@@ -121,7 +133,21 @@ class Member:
         self.pending = b""
         self.output_open = True
         self.exited_at = None
-        self.stopped = None  # why it was told to stop
+        self.stopped = None  # why it was told to stop (an interrupt)
+        # A service's: the files its launch_job creates once it is ready, and
+        # that this runner creates to stop it (Member.no_longer_needed).
+        self.ready_file = self.stop_file = None
+        self.no_longer_needed = None  # why this runner stopped the service
+
+    def is_ready(self):
+        return self.ready_file is not None and os.path.exists(self.ready_file)
+
+    def stop_service(self, why):
+        """Stop a service the workflow no longer needs, as its own launch_job
+        stops a job (the supervisor cancels it; teardown and logs as usual)."""
+        self.no_longer_needed = why
+        with open(self.stop_file, "w") as handle:
+            handle.write("the workflow: %s\n" % why)
 
     @property
     def prefix(self):
@@ -169,10 +195,9 @@ class ActionModule(ActionBase):
         hosts = [node["node"] for node in args["nodes"]]
         share = args["share_hosts"] or args["local"]
         pinned = self._volumes_pinned(args, hosts)
-        plan = [{"name": job["name"], "needs": needs(job, len(hosts), args["local"]),
-                 "depends_on": [dep["name"] for dep in job.get("depends_on") or []],
-                 "pinned": pinned and bool(job.get("volumes"))} for job in args["jobs"]]
-        if not can_overlap(plan, len(hosts), share):
+        plan = [plan_entry(job, len(hosts), args["local"], pinned) for job in args["jobs"]]
+        services = [entry["name"] for entry in plan if entry["service"]]
+        if not services and not can_overlap(plan, len(hosts), share):
             result.update(changed=False, fallback="")  # one at a time in the play is the same run
             return result
         self.work = tempfile.mkdtemp(prefix="fmn-workflow-")
@@ -180,6 +205,10 @@ class ActionModule(ActionBase):
             try:
                 child_command(os.path.join(PLAYBOOKS, "job.yml"), "-", vault_identities=C.DEFAULT_VAULT_IDENTITY_LIST)
             except NotPassable as exc:
+                if services:  # a service lives beside other jobs: only the runner can run it
+                    result.update(failed=True, msg="the workflow's services (%s) cannot run: each runs in an "
+                                  "ansible-playbook of its own, and %s" % (", ".join(services), exc))
+                    return result
                 display.display("The workflow's jobs run one at a time: they cannot run in playbooks of their own, "
                                 "because %s." % exc)
                 result.update(changed=False, fallback=str(exc))
@@ -250,7 +279,7 @@ class ActionModule(ActionBase):
                 if interrupted is None:
                     for name, placed in schedule.next_jobs():
                         try:
-                            member = self._start(name, placed)
+                            member = self._start(name, placed, schedule)
                         except (OSError, NotPassable) as exc:
                             self._failed_to_start(name, exc, schedule)
                             continue
@@ -263,6 +292,8 @@ class ActionModule(ActionBase):
                 self._pump(selector)
                 for member in [member for member in self.members.values() if self._ended(member, selector)]:
                     self._finish(member, schedule)
+                if interrupted is None:
+                    self._services(schedule)
             if interrupted is not None:
                 self._after_interrupt(interrupted, schedule)  # signals still ignored
         finally:
@@ -272,7 +303,32 @@ class ActionModule(ActionBase):
             return {"changed": True, "outcomes": self.outcomes}
         return {"failed": True, "outcomes": self.outcomes, "msg": "workflow canceled: %s" % interrupted}
 
-    def _start(self, name, placed):
+    def _services(self, schedule):
+        """Services that became ready let their dependants start (the next
+        round of next_jobs); those the workflow no longer needs are stopped."""
+        for name in schedule.running:
+            member = self.members.get(name)
+            if member is not None and name not in schedule.ready and member.is_ready():
+                schedule.is_ready(name)
+        jobs_left = any(schedule.status[name] in (WAITING, RUNNING) for name in schedule.order
+                        if not schedule.is_service(name))
+        for name in schedule.to_stop():
+            why = ("every job that needs it running has ended" if jobs_left
+                   else "the workflow's jobs are over")
+            self._show(["%sstopping the service: %s" % (self.members[name].prefix, why)])
+            self.members[name].stop_service(why)
+
+    def _running_services(self, schedule):
+        """The services of the run that run now, as a job that starts now
+        reaches them (rank_plan's `services`): each with its rank 0's
+        address and its endpoints."""
+        addresses = {node["node"]: node["address"] for node in self.args["nodes"]}
+        units = {job["name"]: job for job in self.args["jobs"]}
+        return [{"name": name, "address": addresses[schedule.placed[name][0]],
+                 "endpoints": units[name].get("endpoints") or []}
+                for name in schedule.running if schedule.is_service(name)]
+
+    def _start(self, name, placed, schedule):
         args = self.args
         job = next(job for job in args["jobs"] if job["name"] == name)
         addresses = {node["node"]: node["address"] for node in args["nodes"]}
@@ -283,11 +339,18 @@ class ActionModule(ActionBase):
             fuzz_multinode_local=args["local"],
             fuzz_multinode_workflow_files={key: value for key, value in args["files"].items() if key in wanted},
             fuzz_multinode_member={"job": job, "nodes": [{"node": host, "address": addresses[host]}
-                                                          for host in placed]})
+                                                          for host in placed]},
+            fuzz_multinode_running_services=[service for service in self._running_services(schedule)
+                                             if service["name"] != name])
+        if schedule.is_service(name):
+            variables.update(fuzz_multinode_ready_file=os.path.join(self.work, "%s.ready" % name),
+                             fuzz_multinode_stop_file=os.path.join(self.work, "%s.stop" % name))
         member_file = os.path.join(self.work, "%s.json" % name)
         report = os.path.join(self.work, "%s.report.json" % name)
         process = self._spawn("job.yml", variables, member_file, name, report)
         member = Member(name, placed, process, report)
+        member.ready_file = variables.get("fuzz_multinode_ready_file")
+        member.stop_file = variables.get("fuzz_multinode_stop_file")
         self.members[name] = member
         for host in placed:
             self.started_on.setdefault(host, []).append(name)
@@ -347,9 +410,12 @@ class ActionModule(ActionBase):
         status, message, duration = reported(member.name, member.report(), member.process.returncode)
         if member.stopped is not None and not member.report().get("launch"):
             status, message = "CANCELED", "job %s canceled: %s" % (member.name, member.stopped)
+        elif member.no_longer_needed is not None and status == "CANCELED":
+            # Stopped because it had done its part: the workflow's success.
+            status, message = FINISHED, "service %s stopped: %s" % (member.name, member.no_longer_needed)
         self.outcomes[member.name] = outcome(member.name, status, message, member.started, member.ended, duration,
                                              self.args["row_format"])
-        for name in schedule.ended(member.name, status):
+        for name in schedule.ended(member.name, status, message):
             self._not_run(name, schedule.messages[name])
 
     def _failed_to_start(self, name, exc, schedule):

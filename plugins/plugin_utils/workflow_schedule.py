@@ -16,7 +16,18 @@ the Fuzzfile's for ties); one that does not fit now does not hold back a
 later one that does.
 
 A job that did not finish leaves its dependants NOT_RUN, and theirs in
-turn, each naming the dependencies that did not finish."""
+turn, each naming the dependencies that did not finish.
+
+Services (`service`: true) start like jobs, and are long-lived: a unit
+that needs one RUNNING (`running_deps`) starts once it is ready
+(`is_ready`), and is NOT_RUN when it ended first. Services hold no host
+for themselves: a job may run on a host that runs a service of the run
+(it takes hosts without one first), and they do not count towards
+`at_once`. Which services to stop when (`to_stop`): one without
+`persist` once every unit that needs it RUNNING has ended (when it has
+any); all of them when the workflow's jobs are over (none runs, none can
+start, none waits for a service to become ready); a workflow of services
+only runs them until they end or the run is interrupted."""
 
 from __future__ import annotations
 
@@ -28,10 +39,11 @@ NOT_RUN = "NOT_RUN"
 
 class Schedule:
     """The state of a workflow's jobs in one run. `jobs`: dicts with
-    `name`, `needs` (hosts), `depends_on` (names) and optionally `pinned`,
-    in the run's order; `hosts`: the hosts jobs may run on, in inventory
-    order. Dependencies on jobs that are not part of the run are ignored
-    (with -e job=NAME the one job runs alone)."""
+    `name`, `needs` (hosts), `depends_on` (names, to finish) and optionally
+    `running_deps` (names of services, to be RUNNING), `pinned`, `service`,
+    `persist`, in the run's order; `hosts`: the hosts jobs may run on, in
+    inventory order. Dependencies on jobs that are not part of the run are
+    ignored (with -e job=NAME the one job runs alone)."""
 
     def __init__(self, jobs, hosts, at_once=0, share_hosts=False):
         self.order = [job["name"] for job in jobs]
@@ -41,8 +53,12 @@ class Schedule:
         self.share_hosts = share_hosts
         self.status = dict.fromkeys(self.order, WAITING)
         self.messages = {}  # name: why it did not run
+        self.why = {}  # name: how a unit that did not finish ended (ended's `message`)
         self.placed = {}  # name: its hosts, rank 0's first
         self.load = dict.fromkeys(self.hosts, 0)  # host: jobs of the run running there
+        self.service_load = dict.fromkeys(self.hosts, 0)  # host: services of the run running there
+        self.ready = set()  # services whose readiness probe passed
+        self.stopping = set()  # services told to stop (to_stop)
         for name in self.order:
             needs = self.jobs[name]["needs"]
             if needs > len(self.hosts):
@@ -53,9 +69,19 @@ class Schedule:
     def depends_on(self, name):
         return [dep for dep in self.jobs[name].get("depends_on") or [] if dep in self.jobs]
 
+    def running_deps(self, name):
+        return [dep for dep in self.jobs[name].get("running_deps") or [] if dep in self.jobs]
+
+    def is_service(self, name):
+        return bool(self.jobs[name].get("service"))
+
     @property
     def running(self):
         return [name for name in self.order if self.status[name] == RUNNING]
+
+    @property
+    def running_jobs(self):
+        return [name for name in self.running if not self.is_service(name)]
 
     @property
     def done(self):
@@ -66,9 +92,10 @@ class Schedule:
         is RUNNING from here on, on its hosts."""
         started = []
         for name in self.order:
-            if self.at_once and len(self.running) >= self.at_once:
-                break
-            if self.status[name] != WAITING or any(self.status[dep] != FINISHED for dep in self.depends_on(name)):
+            service = self.is_service(name)
+            if not service and self.at_once and len(self.running_jobs) >= self.at_once:
+                continue
+            if self.status[name] != WAITING or not self._dependencies_met(name):
                 continue
             hosts = self._hosts_for(self.jobs[name])
             if hosts is None:
@@ -76,18 +103,65 @@ class Schedule:
             self.status[name] = RUNNING
             self.placed[name] = hosts
             for host in hosts:
-                self.load[host] += 1
+                (self.service_load if service else self.load)[host] += 1
             started.append((name, hosts))
         return started
 
-    def ended(self, name, status):
-        """Job `name` ended with `status`: its hosts are free again. Returns
-        the jobs that will not run now (its dependants, if it did not
-        finish, and theirs)."""
+    def is_ready(self, name):
+        """Service `name` passed its readiness probe: the units that need it
+        RUNNING may start."""
+        if self.status[name] == RUNNING:
+            self.ready.add(name)
+
+    def to_stop(self):
+        """The running services to stop now (each named once)."""
+        stop = []
+        jobs_over = self._jobs_over()
+        for name in self.running:
+            if not self.is_service(name) or name in self.stopping:
+                continue
+            needing = [unit for unit in self.order if name in self.running_deps(unit)]
+            if jobs_over or (needing and not self.jobs[name].get("persist")
+                             and all(self.status[unit] not in (WAITING, RUNNING) for unit in needing)):
+                stop.append(name)
+        self.stopping.update(stop)
+        return stop
+
+    def _jobs_over(self):
+        """Whether the workflow's jobs are over, so its services may stop: it
+        has jobs, none runs or can start now, and none waits for a service
+        to start or become ready (False for a workflow of services only)."""
+        jobs = [name for name in self.order if not self.is_service(name)]
+        if not jobs or self.running_jobs:
+            return False
+        for name in jobs:
+            if self.status[name] != WAITING:
+                continue
+            if self._dependencies_met(name):
+                return False  # it can start (once hosts are free)
+            for dep in self.running_deps(name):
+                if self.status[dep] == WAITING or (self.status[dep] == RUNNING and dep not in self.ready):
+                    return False
+        return True
+
+    def _dependencies_met(self, name):
+        return (all(self.status[dep] == FINISHED for dep in self.depends_on(name))
+                and all(self.status[dep] == RUNNING and dep in self.ready for dep in self.running_deps(name)))
+
+    def ended(self, name, status, message=""):
+        """Job `name` ended with `status` (`message`: how, for its
+        dependants' messages): its hosts are free again. Returns the jobs
+        that will not run now (its dependants, if it did not finish, and
+        theirs)."""
         assert self.status[name] == RUNNING, (name, self.status[name])
+        was_ready = name in self.ready
         self.status[name] = status
+        self.ready.discard(name)
+        if self.is_service(name):
+            self.why[name] = "ended (%s%s)%s" % (status, "" if was_ready else " before it was ready",
+                                                  ": " + message if message else "")
         for host in self.placed[name]:
-            self.load[host] -= 1
+            (self.service_load if self.is_service(name) else self.load)[host] -= 1
         return self._block_dependants()
 
     def stop(self, reason):
@@ -104,10 +178,14 @@ class Schedule:
             chosen = self.hosts[:needs]
             return chosen if self.share_hosts or all(self.load[host] == 0 for host in chosen) else None
         if self.share_hosts:
-            by_load = sorted(range(len(self.hosts)), key=lambda index: (self.load[self.hosts[index]], index))
+            by_load = sorted(range(len(self.hosts)), key=lambda index: (
+                self.load[self.hosts[index]] + self.service_load[self.hosts[index]], index))
             return [self.hosts[index] for index in sorted(by_load[:needs])]
         free = [host for host in self.hosts if self.load[host] == 0]
-        return free[:needs] if len(free) >= needs else None
+        if len(free) < needs:
+            return None
+        # Hosts running no service first; rank 0 on the first of those taken.
+        return sorted(free, key=lambda host: self.service_load[host] > 0)[:needs]
 
     def _not_run(self, name, why):
         self.status[name] = NOT_RUN
@@ -126,8 +204,13 @@ class Schedule:
                     continue
                 failed = [dep for dep in self.depends_on(name)
                           if self.status[dep] not in (WAITING, RUNNING, FINISHED)]
+                gone = [dep for dep in self.running_deps(name) if self.status[dep] not in (WAITING, RUNNING)]
                 if failed:
                     self._not_run(name, "it depends on %s, which did not finish" % ", ".join(failed))
+                elif gone:
+                    self._not_run(name, "it needs service %s RUNNING, which %s" % (", ".join(gone), "; ".join(
+                        self.why.get(dep) or "was not run" for dep in gone)))
+                if failed or gone:
                     blocked.append(name)
                     changed = True
         return [name for name in self.order if name in blocked]

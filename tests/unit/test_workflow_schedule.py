@@ -212,3 +212,103 @@ def test_every_run_respects_dependencies_hosts_and_limits_and_ends(case):
     for name, spec in plan.jobs.items():
         deps_finished = all(plan.status[dep] == FINISHED for dep in spec["depends_on"])
         assert (plan.status[name] == NOT_RUN) == (not deps_finished), (name, plan.status)
+
+
+# -- services ---------------------------------------------------------------------
+
+
+def service(name, needs=1, after=(), running=(), persist=False):
+    return {"name": name, "needs": needs, "depends_on": list(after), "running_deps": list(running),
+            "service": True, "persist": persist}
+
+
+def client(name, running=(), after=(), needs=1):
+    return {"name": name, "needs": needs, "depends_on": list(after), "running_deps": list(running)}
+
+
+def test_a_job_that_needs_a_service_running_starts_once_it_is_ready_and_then_the_service_stops():
+    plan = Schedule([service("api"), client("reader", running=["api"])], HOSTS)
+    assert plan.next_jobs() == [("api", ["h1"])]
+    assert plan.next_jobs() == [] and plan.to_stop() == []  # started, not ready yet
+    plan.is_ready("api")
+    # A host without a service first.
+    assert plan.next_jobs() == [("reader", ["h2"])]
+    assert plan.to_stop() == []  # its dependant runs
+    plan.ended("reader", FINISHED)
+    assert plan.to_stop() == ["api"]
+    assert plan.to_stop() == []  # told once
+    plan.ended("api", FINISHED)
+    assert plan.done
+
+
+def test_a_service_holds_no_host_for_itself_on_a_small_inventory():
+    plan = Schedule([service("api"), client("reader", running=["api"])], ["h1"])
+    assert plan.next_jobs() == [("api", ["h1"])]
+    plan.is_ready("api")
+    assert plan.next_jobs() == [("reader", ["h1"])]
+
+
+def test_a_service_that_ends_before_it_is_ready_leaves_its_dependants_not_run_saying_why():
+    plan = Schedule([service("api"), client("reader", running=["api"]), client("after", after=["reader"])], HOSTS)
+    plan.next_jobs()
+    blocked = plan.ended("api", "FAILED", "service api did not become ready within 5 s: its readiness-probe "
+                                          "http-get http://10.0.0.1:8080/: connection refused")
+    assert blocked == ["reader", "after"]
+    assert plan.messages["reader"] == (
+        "job reader not run: it needs service api RUNNING, which ended (FAILED before it was ready): service api "
+        "did not become ready within 5 s: its readiness-probe http-get http://10.0.0.1:8080/: connection refused")
+    assert plan.messages["after"] == "job after not run: it depends on reader, which did not finish"
+    assert plan.done
+
+
+def test_a_persistent_service_and_one_nobody_needs_running_stop_when_the_jobs_are_over():
+    plan = Schedule([service("db", persist=True), service("cache"), client("load", running=["db"]),
+                     client("report", after=["load"])], HOSTS)
+    assert plan.next_jobs() == [("db", ["h1"]), ("cache", ["h2"])]
+    plan.is_ready("db")
+    assert plan.next_jobs() == [("load", ["h3"])]
+    plan.ended("load", FINISHED)
+    assert plan.to_stop() == []  # persistent; report can start
+    assert plan.next_jobs() == [("report", ["h3"])]
+    assert plan.to_stop() == []
+    plan.ended("report", FINISHED)
+    assert plan.to_stop() == ["db", "cache"]
+
+
+def test_the_jobs_are_not_over_while_one_waits_for_a_service_to_become_ready():
+    plan = Schedule([service("slow"), client("early"), client("late", running=["slow"])], HOSTS)
+    assert plan.next_jobs() == [("slow", ["h1"]), ("early", ["h2"])]
+    plan.ended("early", FINISHED)
+    assert plan.to_stop() == []  # late still waits for slow
+    plan.is_ready("slow")
+    assert plan.next_jobs() == [("late", ["h2"])]
+
+
+def test_a_workflow_of_services_only_keeps_them_running():
+    plan = Schedule([service("notebook", persist=True), service("web")], HOSTS)
+    assert plan.next_jobs() == [("notebook", ["h1"]), ("web", ["h2"])]
+    plan.is_ready("notebook")
+    plan.is_ready("web")
+    assert plan.to_stop() == []
+    assert not plan.done
+
+
+def test_a_job_that_needs_a_service_finished_starts_after_the_services_are_stopped():
+    plan = Schedule([service("api"), client("use", running=["api"]), client("after", after=["api"])], HOSTS)
+    plan.next_jobs()
+    plan.is_ready("api")
+    assert plan.next_jobs() == [("use", ["h2"])]
+    plan.ended("use", FINISHED)
+    assert plan.to_stop() == ["api"]
+    plan.ended("api", FINISHED)  # the runner stopped it: it did its part
+    assert plan.next_jobs() == [("after", ["h1"])]
+
+
+def test_services_do_not_count_towards_the_jobs_at_once():
+    plan = Schedule([service("api"), client("a", running=["api"]), client("b", running=["api"])], HOSTS,
+                    at_once=1)
+    assert plan.next_jobs() == [("api", ["h1"])]
+    plan.is_ready("api")
+    assert plan.next_jobs() == [("a", ["h2"])]
+    plan.ended("a", FINISHED)
+    assert plan.next_jobs() == [("b", ["h2"])]
