@@ -26,6 +26,7 @@ from ansible_collections.fuzz.multinode.plugins.module_utils.fuzzfile import (
     not_executed_yet,
     parse_workflow,
     read_fuzzfile_text,
+    select_job,
     select_run,
     transfer_plan,
 )
@@ -100,8 +101,8 @@ WORKFLOW_JOBS_ARGUMENT_SPEC: Dict[str, Any] = dict(
 
 def load_fuzzfile(params: Mapping[str, Any]) -> Tuple[Dict[str, Any], List[str]]:
     """The fuzzfile task: parse and validate the Fuzzfile at ``path``,
-    choose the jobs to run (``job``, else the whole workflow) and the
-    transfers of the volumes they mount (``transfers``)."""
+    choose the jobs and services to run (``job``, else the whole workflow)
+    and the transfers of the volumes they mount (``transfers``)."""
     path = params["path"]
     text = read_fuzzfile_text(path)
     name: Optional[str] = params.get("job")
@@ -129,8 +130,10 @@ def load_fuzzfile(params: Mapping[str, Any]) -> Tuple[Dict[str, Any], List[str]]
     result: Dict[str, Any] = dict(
         changed=False, workflow=workflow.to_dict(), run=[admitted(job) for job in run], transfers=transfers
     )
-    if name is not None or len(workflow.jobs) == 1:
-        result["job"] = run[0].to_dict()  # the job's plain form, for any use
+    if name is not None or len(list(workflow.jobs) or workflow.services) == 1:
+        # The one named, or the only job (the only service of a workflow
+        # of services): its plain form, for any use.
+        result["job"] = select_job(workflow, name).to_dict()
     return result, ["%s: %s" % (path, note) for note in notes]
 
 

@@ -17,7 +17,8 @@ Entry points:
   dependencies checked (no dangling names, no cycles);
 - ``Workflow.order`` / ``Workflow.waves``: the dependency DAG in execution
   order (see ``dependency_order``);
-- ``select_run(workflow, name)``, ``select_job(workflow, name)`` -> jobs;
+- ``select_run(workflow, name)``, ``select_job(workflow, name)`` -> the jobs
+  and services to run (``Job``, its ``kind`` saying which);
 - ``admit(job, secret_names, registry_secret_names)``: the run policy's
   gate, once per job and run (``require_runnable``: every implementation but
   ``gasnet`` runs; ``check_rank_names``; ``check_secrets``;
@@ -53,7 +54,9 @@ from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.keys impo
 from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.loader import HAS_YAML, read_fuzzfile_text
 from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.model import (
     Dependency,
+    Endpoint,
     Job,
+    Port,
     TaskArray,
     Transfer,
     Volume,
@@ -103,11 +106,13 @@ __all__ = [
     "AFFINITIES",
     "DEPENDENCY_STATUSES",
     "Dependency",
+    "Endpoint",
     "FuzzfileError",
     "HAS_YAML",
     "IMPLEMENTATIONS",
     "Job",
     "MULTINODE_VARS",
+    "Port",
     "RESTART_POLICIES",
     "SECRET_PREFIX",
     "TASK_ARRAY_MAX_CONCURRENCY",
