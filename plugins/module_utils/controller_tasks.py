@@ -32,6 +32,7 @@ from ansible_collections.fuzz.multinode.plugins.module_utils.fuzzfile import (
 )
 from ansible_collections.fuzz.multinode.plugins.module_utils.job_spec import (
     CLAIM_LEASE,
+    SERVICE_READY_TIMEOUT,
     VOLUME_ROOT,
     VOLUME_SHARINGS,
     plan_job,
@@ -80,6 +81,12 @@ RANK_PLAN_ARGUMENT_SPEC: Dict[str, Any] = dict(
     run=dict(type="str", default=""),
     volume_root=dict(type="str", default=VOLUME_ROOT),
     volume_sharing=dict(type="str", default="auto", choices=list(VOLUME_SHARINGS)),
+    # The run's services RUNNING when the job starts (the workflow runner's).
+    services=dict(type="list", elements="dict", default=[],
+                  options=dict(name=dict(type="str", required=True),
+                               address=dict(type="str", required=True),
+                               endpoints=dict(type="list", elements="dict", default=[]))),
+    service_ready_timeout=dict(type="int", default=SERVICE_READY_TIMEOUT),
 )
 
 # The options of fuzz.multinode.workflow_jobs (the workflow runner), for its
@@ -158,6 +165,8 @@ def plan_ranks(params: Mapping[str, Any]) -> Tuple[Dict[str, Any], List[str]]:
         run=params.get("run") or "",
         volume_root=params.get("volume_root") or VOLUME_ROOT,
         volume_sharing=params.get("volume_sharing") or "auto",
+        services=params.get("services") or [],
+        service_ready_timeout=params.get("service_ready_timeout", SERVICE_READY_TIMEOUT),
     )
     # The Fuzzfile task warned about the job's own notes already.
     known = set(job.get("unsupported") or [])

@@ -25,7 +25,8 @@ Entry points:
   ``check_registry_secret``); ``admission`` records it in the
   job's JSON form, and ``admit_once`` does not check an admitted job again;
 - ``Job.to_dict()`` and ``Workflow.to_dict()``: the JSON forms passed between
-  tasks; ``load_job`` and ``load_workflow`` read them back, checked;
+  tasks; ``load_job`` and ``load_workflow`` read them back, checked, and
+  ``load_endpoints`` a service's endpoints;
 - ``transfer_plan(workflow, run)``: the ingress and egress of a run's
   volumes; ``check_transfer_secrets``: their credentials are defined and
   of the form their end takes;
@@ -62,6 +63,7 @@ from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.model imp
     Volume,
     Workflow,
 )
+from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.network import load_endpoints
 from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.parser import parse_workflow
 from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.policy import (
     ADMISSION_KEY,
@@ -130,6 +132,7 @@ __all__ = [
     "check_transfer_secrets",
     "dependency_order",
     "image_secret_name",
+    "load_endpoints",
     "load_job",
     "load_workflow",
     "missing_secrets",

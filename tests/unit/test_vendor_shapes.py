@@ -403,6 +403,16 @@ def test_a_workflow_of_services_only_is_valid_and_runs_its_service():
     round_trips(wf)
 
 
+def test_a_services_own_endpoint_path_expands_in_its_command_as_the_vendors_files_write_it():
+    spec = plan(select_job(load("notebook-services-only-v1.yml")), run=RUN)
+    assert spec["argv"] == ["start-notebook", "--port", "8888", "--no-browser", "--base-url=/notebook/"]
+    assert spec["ranks"][0]["env"]["FB_ENDPOINT_URL_NOTEBOOK"] == "https://10.0.0.1:8888/notebook/"
+    assert spec["extra_hosts"] == [["notebook.svc", "10.0.0.1"]]
+    assert spec["service"] == {"readiness_probe": {"http-get": {"port": 8888, "path": "/api", "scheme": "HTTPS"},
+                                                   "period-seconds": 5},
+                               "ready_timeout": 300}
+
+
 def test_a_services_only_workflow_is_checked_like_any_other():
     assert error("notebook-services-only-v1.yml", "        scheme: https\n", "        scheme: ftp\n") == (
         "services.notebook.readiness-probe.http-get.scheme: must be HTTP or HTTPS (any case), "

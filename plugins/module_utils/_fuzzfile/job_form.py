@@ -46,10 +46,10 @@ from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.model imp
     _task_array,
 )
 from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.network import (
-    _endpoints_form,
     _parse_ports,
     _parse_probe,
     _resolve_probe_port,
+    load_endpoints,
 )
 from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.policy import ADMISSION_KEY
 from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.settings import _mount_location
@@ -287,7 +287,7 @@ _JOB_FIELDS: Tuple[Tuple[str, Callable[[Any, str], Any], Any], ...] = (
     ("expose_udp", _ports, []),
     ("inline_files", _path_map, {}),
     ("ports", _parse_ports, []),
-    ("endpoints", _endpoints_form, []),
+    ("endpoints", load_endpoints, []),
     ("readiness_probe", _parse_probe, None),
 )
 

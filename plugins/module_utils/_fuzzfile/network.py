@@ -13,7 +13,7 @@ the vendor's own files), ``HTTP`` when not given (Kubernetes' default, which
 the vendor's probes follow), ``exec.command`` as an argv of strings, a port
 given by name replaced by its number (``_resolve_probe_port``). The JSON
 forms are read back by the same functions (``_parse_ports``,
-``_parse_probe``), endpoints by ``_endpoints_form``."""
+``_parse_probe``), endpoints by ``load_endpoints``."""
 
 from __future__ import annotations
 
@@ -207,7 +207,7 @@ def _parse_endpoints(
     return endpoints
 
 
-def _endpoints_form(value: Any, path: str) -> List[Endpoint]:
+def load_endpoints(value: Any, path: str) -> List[Endpoint]:
     """Endpoints in their JSON form (``Endpoint.to_dict``): every key
     given, each checked as in the Fuzzfile; names unique."""
     endpoints: List[Endpoint] = []
