@@ -26,11 +26,13 @@ from ansible_collections.fuzz.multinode.plugins.module_utils.fuzzfile import (
     not_executed_yet,
     parse_workflow,
     read_fuzzfile_text,
+    select_job,
     select_run,
     transfer_plan,
 )
 from ansible_collections.fuzz.multinode.plugins.module_utils.job_spec import (
     CLAIM_LEASE,
+    SERVICE_READY_TIMEOUT,
     VOLUME_ROOT,
     VOLUME_SHARINGS,
     plan_job,
@@ -79,6 +81,12 @@ RANK_PLAN_ARGUMENT_SPEC: Dict[str, Any] = dict(
     run=dict(type="str", default=""),
     volume_root=dict(type="str", default=VOLUME_ROOT),
     volume_sharing=dict(type="str", default="auto", choices=list(VOLUME_SHARINGS)),
+    # The run's services RUNNING when the job starts (the workflow runner's).
+    services=dict(type="list", elements="dict", default=[],
+                  options=dict(name=dict(type="str", required=True),
+                               address=dict(type="str", required=True),
+                               endpoints=dict(type="list", elements="dict", default=[]))),
+    service_ready_timeout=dict(type="int", default=SERVICE_READY_TIMEOUT),
 )
 
 # The options of fuzz.multinode.workflow_jobs (the workflow runner), for its
@@ -100,8 +108,8 @@ WORKFLOW_JOBS_ARGUMENT_SPEC: Dict[str, Any] = dict(
 
 def load_fuzzfile(params: Mapping[str, Any]) -> Tuple[Dict[str, Any], List[str]]:
     """The fuzzfile task: parse and validate the Fuzzfile at ``path``,
-    choose the jobs to run (``job``, else the whole workflow) and the
-    transfers of the volumes they mount (``transfers``)."""
+    choose the jobs and services to run (``job``, else the whole workflow)
+    and the transfers of the volumes they mount (``transfers``)."""
     path = params["path"]
     text = read_fuzzfile_text(path)
     name: Optional[str] = params.get("job")
@@ -129,8 +137,10 @@ def load_fuzzfile(params: Mapping[str, Any]) -> Tuple[Dict[str, Any], List[str]]
     result: Dict[str, Any] = dict(
         changed=False, workflow=workflow.to_dict(), run=[admitted(job) for job in run], transfers=transfers
     )
-    if name is not None or len(workflow.jobs) == 1:
-        result["job"] = run[0].to_dict()  # the job's plain form, for any use
+    if name is not None or len(list(workflow.jobs) or workflow.services) == 1:
+        # The one named, or the only job (the only service of a workflow
+        # of services): its plain form, for any use.
+        result["job"] = select_job(workflow, name).to_dict()
     return result, ["%s: %s" % (path, note) for note in notes]
 
 
@@ -155,6 +165,8 @@ def plan_ranks(params: Mapping[str, Any]) -> Tuple[Dict[str, Any], List[str]]:
         run=params.get("run") or "",
         volume_root=params.get("volume_root") or VOLUME_ROOT,
         volume_sharing=params.get("volume_sharing") or "auto",
+        services=params.get("services") or [],
+        service_ready_timeout=params.get("service_ready_timeout", SERVICE_READY_TIMEOUT),
     )
     # The Fuzzfile task warned about the job's own notes already.
     known = set(job.get("unsupported") or [])

@@ -17,14 +17,16 @@ Entry points:
   dependencies checked (no dangling names, no cycles);
 - ``Workflow.order`` / ``Workflow.waves``: the dependency DAG in execution
   order (see ``dependency_order``);
-- ``select_run(workflow, name)``, ``select_job(workflow, name)`` -> jobs;
+- ``select_run(workflow, name)``, ``select_job(workflow, name)`` -> the jobs
+  and services to run (``Job``, its ``kind`` saying which);
 - ``admit(job, secret_names, registry_secret_names)``: the run policy's
   gate, once per job and run (``require_runnable``: every implementation but
   ``gasnet`` runs; ``check_rank_names``; ``check_secrets``;
   ``check_registry_secret``); ``admission`` records it in the
   job's JSON form, and ``admit_once`` does not check an admitted job again;
 - ``Job.to_dict()`` and ``Workflow.to_dict()``: the JSON forms passed between
-  tasks; ``load_job`` and ``load_workflow`` read them back, checked;
+  tasks; ``load_job`` and ``load_workflow`` read them back, checked, and
+  ``load_endpoints`` a service's endpoints;
 - ``transfer_plan(workflow, run)``: the ingress and egress of a run's
   volumes; ``check_transfer_secrets``: their credentials are defined and
   of the form their end takes;
@@ -53,12 +55,15 @@ from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.keys impo
 from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.loader import HAS_YAML, read_fuzzfile_text
 from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.model import (
     Dependency,
+    Endpoint,
     Job,
+    Port,
     TaskArray,
     Transfer,
     Volume,
     Workflow,
 )
+from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.network import load_endpoints
 from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.parser import parse_workflow
 from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.policy import (
     ADMISSION_KEY,
@@ -103,11 +108,13 @@ __all__ = [
     "AFFINITIES",
     "DEPENDENCY_STATUSES",
     "Dependency",
+    "Endpoint",
     "FuzzfileError",
     "HAS_YAML",
     "IMPLEMENTATIONS",
     "Job",
     "MULTINODE_VARS",
+    "Port",
     "RESTART_POLICIES",
     "SECRET_PREFIX",
     "TASK_ARRAY_MAX_CONCURRENCY",
@@ -125,6 +132,7 @@ __all__ = [
     "check_transfer_secrets",
     "dependency_order",
     "image_secret_name",
+    "load_endpoints",
     "load_job",
     "load_workflow",
     "missing_secrets",

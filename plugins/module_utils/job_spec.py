@@ -94,6 +94,11 @@ from ansible_collections.fuzz.multinode.plugins.module_utils.fuzzfile import (
     secret_references,
     task_name,
 )
+from ansible_collections.fuzz.multinode.plugins.module_utils.service_endpoints import (
+    RunningService,
+    access,
+    running_services,
+)
 
 __all__ = [
     "expand",
@@ -105,6 +110,9 @@ __all__ = [
 ]
 
 CLAIM_LEASE = 120  # the role's fuzz_multinode_claim_lease; the runtime's spec.CLAIM_LEASE
+# The role's fuzz_multinode_service_ready_timeout: seconds a service may take
+# to become ready before it is given up.
+SERVICE_READY_TIMEOUT = 300
 _EXPAND_RE = re.compile(r"\$(?:([A-Za-z_][A-Za-z0-9_]*)|\{([A-Za-z_][A-Za-z0-9_]*)\})")
 _USER_RE = re.compile(r"[a-z_][a-z0-9_-]{0,31}\Z")
 _WRAPPER_RE = re.compile(r"/[A-Za-z0-9._+/-]*\Z")
@@ -156,7 +164,7 @@ def plan_files(job: Job, files: Optional[Mapping[str, Any]]) -> List[Dict[str, s
         (path, name, None) for path, name in job.files.items()]
     sources += [(path, "", contents) for path, contents in job.inline_files.items()]
     for path, name, contents in sources:
-        where = "jobs.%s.files.%s" % (job.name, path)
+        where = "%s.files.%s" % (job.field_path, path)
         if any(part in ("", ".", "..") for part in path[1:].split("/")):
             raise FuzzfileError(
                 "%s: must be a normalized absolute file path (no '.', '..' or empty "
@@ -278,6 +286,8 @@ def plan_job(
     run: str = "",
     volume_root: str = VOLUME_ROOT,
     volume_sharing: str = "auto",
+    services: Sequence[Mapping[str, Any]] = (),
+    service_ready_timeout: int = SERVICE_READY_TIMEOUT,
 ) -> Dict[str, Any]:
     """Render the job spec for ``job`` on ``nodes`` (rank order).
 
@@ -290,7 +300,10 @@ def plan_job(
     refused (``check_secrets``); ``registry_secret_names``, those of them
     whose values are registry credentials: an ``image.secret`` naming any
     other is refused (``check_registry_secret``). Secret values never pass
-    through here. Raises
+    through here. ``services`` are the services of the run RUNNING when the
+    job starts, ``[{name, address, endpoints}]`` (``running_services``);
+    ``service_ready_timeout`` the seconds a service may take to become
+    ready. Raises
     FuzzfileError on bad input, including a job the run policy refuses
     (``admit``: a ``gasnet`` job, rank host names too long) unless it was
     admitted already (``admit_once``).
@@ -308,6 +321,8 @@ def plan_job(
         run=run,
         volume_root=volume_root,
         volume_sharing=volume_sharing,
+        services=services,
+        service_ready_timeout=service_ready_timeout,
     )
 
 
@@ -325,6 +340,8 @@ def _render(
     run: str = "",
     volume_root: str = VOLUME_ROOT,
     volume_sharing: str = "auto",
+    services: Sequence[Mapping[str, Any]] = (),
+    service_ready_timeout: int = SERVICE_READY_TIMEOUT,
 ) -> Dict[str, Any]:
     """``plan_job`` for a job already loaded and admitted: the options and
     nodes are checked here, the job is not checked again."""
@@ -358,11 +375,24 @@ def _render(
             "volume_sharing (fuzz_multinode_volume_sharing): must be one of %s, got %r"
             % (", ".join(VOLUME_SHARINGS), volume_sharing)
         )
+    if (isinstance(service_ready_timeout, bool) or not isinstance(service_ready_timeout, int)
+            or service_ready_timeout < 1):
+        raise FuzzfileError(
+            "service_ready_timeout (fuzz_multinode_service_ready_timeout): must be a positive "
+            "integer of seconds, got %r" % (service_ready_timeout,)
+        )
+    running = running_services(services, job.name)
     if local:
         nodes = _local_nodes(job, nodes, job.nodes)
     checked = _check_nodes(job, nodes, shared=local)
     planned_files = plan_files(job, files)
-    secrets = secret_references(job)
+    # Every rank reaches the running services, and a service its own
+    # endpoints, at their rank 0's address (service_endpoints.py).
+    own = None
+    if job.kind == "service":
+        own = RunningService(job.name, checked[0]["address"], list(job.endpoints))
+    endpoint_env, extra_hosts = access(running, own)
+    secrets = {key: name for key, name in secret_references(job).items() if key not in endpoint_env}
 
     names = [rank_name(job.name, rank) for rank in range(job.nodes)]
     slots = job.slots_per_node
@@ -382,15 +412,15 @@ def _render(
     notes = list(job.unsupported)
     if execution == "host":
         notes.append(
-            "jobs.%s.image.uri: the job runs on the bare host (fuzz_multinode_execution: host), "
-            "not in image %s" % (job.name, job.image_uri)
+            "%s.image.uri: the %s runs on the bare host (fuzz_multinode_execution: host), "
+            "not in image %s" % (job.field_path, job.kind, job.image_uri)
         )
     base: Dict[str, str] = {}
     for key, value in job.env:
-        if key in reserved:
+        if key in reserved or key in endpoint_env:
             notes.append(
-                "jobs.%s.env: %s is set by the runtime; the job's value is ignored"
-                % (job.name, key)
+                "%s.env: %s is set by the runtime; the %s's value is ignored"
+                % (job.field_path, key, job.kind)
             )
         else:
             base[key] = value
@@ -401,6 +431,7 @@ def _render(
         env["HOSTNAME"] = name
         if job.multinode:
             env["RANK"] = str(rank)
+        env.update(endpoint_env)
         if rank == 0:
             env.update(head_vars)
         ranks.append(
@@ -480,6 +511,15 @@ def _render(
         # Whether volume_root is the same storage on every node ("auto":
         # the head's file system type says).
         "volume_sharing": volume_sharing,
+        # A service: its readiness probe (null: ready once started) and how
+        # long it may take to be ready; a job: null.
+        "service": {
+            "readiness_probe": job.readiness_probe,
+            "ready_timeout": service_ready_timeout,
+        } if job.kind == "service" else None,
+        # [host name, address] the runtime adds to the ranks' /etc/hosts
+        # block: <service>.svc of every service the ranks reach.
+        "extra_hosts": extra_hosts,
     }
     if run:
         # The run's id (FB_WORKFLOW_ID, set by the runtime in every process
@@ -539,8 +579,8 @@ def plan_task_array(
     base = {k: v for k, v in spec["ranks"][0]["env"].items() if k != "HOSTNAME"}
     notes = spec["unsupported"]
     if "FB_TASK_ID" in base:
-        notes.append("jobs.%s.env: FB_TASK_ID is set by the runtime; the job's value is ignored"
-                     % job.name)
+        notes.append("%s.env: FB_TASK_ID is set by the runtime; the job's value is ignored"
+                     % job.field_path)
     words = (job.command or []) + job.args
     tasks: List[Dict[str, Any]] = []
     for index, task_id in enumerate(range(job.task_array.start, job.task_array.end + 1)):

@@ -15,7 +15,8 @@ description:
   - >-
     Reads a Fuzzball workflow file (Fuzzfile, C(version) V(v1) or V(v4)) on the host
     where the module runs (normally the controller, with C(delegate_to: localhost)),
-    validates it strictly and returns the whole workflow in normalized form and one job.
+    validates it strictly and returns the whole workflow in normalized form, the jobs and
+    services to run, and one job.
   - >-
     Unknown keys, wrong types, unknown enum values, relative C(cwd) or mount paths, bad
     durations (C(policy.timeout.execute) uses Go's syntax such as C(2h), C(10m0s), C(90s)),
@@ -31,15 +32,27 @@ description:
     services use C(defaults.service)), computes each job's slots, and orders the jobs
     and services by their C(depends-on) (or deprecated C(requires)) dependencies.
   - >-
-    Keys that Fuzzball knows but this collection does not execute yet (for example
-    C(network), C(services), C(resource.devices), C(policy.restart)) are validated,
-    listed in RV(workflow.unsupported) and RV(job.unsupported), and reported as warnings,
-    as are RV(workflow.warnings).
+    Keys that Fuzzball knows but this collection does not execute yet (for example a
+    job's C(network), a service's C(network.isolated), C(resource.devices),
+    C(policy.restart)) are validated, listed in RV(workflow.unsupported) and
+    RV(job.unsupported), and reported as warnings, as are RV(workflow.warnings).
   - >-
-    Every job to run must be runnable under its rank host names: the module fails when
-    C(<job>-<rank>) would be longer than 63 characters (one DNS label). A workflow of
-    services only is valid, but there is nothing to run (services are not run yet): the
-    module fails saying so.
+    Services are run like jobs (RV(run) holds them, RV(job.kind) V(service)). A service's
+    C(network.ports) and C(network.endpoints) are normalized (RV(job.ports),
+    RV(job.endpoints)); its C(readiness-probe)'s C(port) may name a C(network.ports)
+    entry and is returned as that port's number. C(network.endpoints) entries, as this
+    collection reads the vendor's form, take C(name) (letters, digits and C(-); unique
+    in the workflow, in any case), C(port-name) (a C(network.ports) name) or C(port)
+    (with neither, the service's only port), C(protocol) (V(http), V(https), V(tcp),
+    V(udp) or V(grpc), any case; V(http) by default), C(path) (an absolute URL path;
+    V(/) by default) and C(type) (Fuzzball's ingress kind: accepted, noted and ignored,
+    as there is no ingress here). A workflow of services only is a workflow like any
+    other.
+  - >-
+    Every job and service to run must be runnable under its rank host names: the module
+    fails when C(<job>-<rank>) would be longer than 63 characters (one DNS label). A
+    service needs a C(command) or a C(script) (its image's own entry point is not run)
+    and cannot be a C(task-array).
   - >-
     A volume's C(ingress) and C(egress) are checked: sources C(https://), C(http://),
     C(s3://BUCKET/KEY) or C(file://<name of a top-level files entry>) into C(file://PATH)
@@ -64,12 +77,12 @@ options:
     required: true
   job:
     description:
-      - Name of the job to select (a key under C(jobs)), returned as RV(job) and as the
-        only entry of RV(run).
-      - When omitted, RV(run) lists every job of the workflow in dependency order (the
-        whole workflow runs), and RV(job) is returned only when the workflow has exactly
-        one job. The whole workflow is validated either way.
-      - Services are not run, so a workflow run whose jobs depend on a service is refused.
+      - Name of the job or service to select (a key under C(jobs) or C(services)),
+        returned as RV(job) and as the only entry of RV(run).
+      - When omitted, RV(run) lists every job and service of the workflow in dependency
+        order (the whole workflow runs), and RV(job) is returned only when the workflow
+        has exactly one job (or no job and one service). The whole workflow is validated
+        either way.
     type: str
   s3_secret_names:
     description:
@@ -156,15 +169,15 @@ workflow:
       returned: success
       sample: [prepare, solve, report]
     services:
-      description: Names of the workflow's services (not run by this collection yet).
+      description: Names of the workflow's services, in file order.
       type: list
       elements: str
       returned: success
       sample: []
     unsupported:
       description:
-        - Workflow-level features that were accepted but are ignored (services, a volume's
-          data movement, annotations, and features set in C(defaults)).
+        - Workflow-level features that were accepted but are ignored (annotations, a
+          volume's storage class, and features set in C(defaults)).
       type: list
       elements: str
       returned: success
@@ -221,8 +234,10 @@ workflow:
       returned: success
 run:
   description:
-    - The jobs to run, in dependency order, each in the form of RV(job); the one named by
-      O(job), or every job of the workflow.
+    - >-
+      The jobs and services to run, in dependency order, each in the form of RV(job) (its
+      RV(job.kind) says which); the one named by O(job), or every job and service of the
+      workflow.
     - >-
       Each also has C(admitted), the record that this task admitted it (its rank host names
       fit, its implementation can run here and, with O(secret_names), every secret it
@@ -253,9 +268,9 @@ transfers:
             "egress": []}]
 job:
   description:
-    - The selected job, normalized (defaults merged). Pass it unchanged to
+    - The selected job (or service), normalized (defaults merged). Pass it unchanged to
       M(fuzz.multinode.rank_plan).
-  returned: when O(job) is given or the workflow has exactly one job
+  returned: when O(job) is given, or the workflow has exactly one job (or no job and one service)
   type: dict
   contains:
     name:
@@ -465,7 +480,7 @@ job:
       type: str
       returned: success
     network_isolated:
-      description: C(network.isolated) (not supported yet).
+      description: C(network.isolated) (not supported yet; jobs and services use their nodes' network).
       type: bool
       returned: success
     expose_tcp:
@@ -479,18 +494,39 @@ job:
       elements: int
       returned: success
     persist:
-      description: A service's C(persist), else V(null).
+      description: >-
+        A service's C(persist) (it keeps running until the workflow ends, not only until
+        its last dependant has), else V(null).
       type: bool
       returned: success
     readiness_probe:
       description:
         - >-
           A service's C(readiness-probe) as in the Fuzzfile, normalized (its one handler and
-          the timings given; C(http-get.scheme) upper-case, V(HTTP) when not given), else
-          V(null) (not supported yet).
+          the timings given; C(http-get.scheme) upper-case, V(HTTP) when not given; a
+          C(port) given by name replaced by the number of that C(network.ports) entry),
+          else V(null). It decides when the service is RUNNING.
       type: dict
       returned: success
       sample: {http-get: {port: 8080, path: /healthz, scheme: HTTP}, period-seconds: 5}
+    ports:
+      description: >-
+        A service's C(network.ports), each C({name, port, protocol}) (C(name) V(null) when
+        not given, C(protocol) V(TCP) or V(UDP)); V([]) for a job.
+      type: list
+      elements: dict
+      returned: success
+      sample: [{name: http, port: 8080, protocol: TCP}]
+    endpoints:
+      description: >-
+        A service's C(network.endpoints), each C({name, port, protocol, path}), the port
+        resolved (from C(port-name), C(port) or the service's only port), C(protocol)
+        lower-case; jobs get C(FB_ENDPOINT_URL_<NAME>) and C(FB_ENDPOINT_PATH_<NAME>) of
+        each (see M(fuzz.multinode.rank_plan)). V([]) for a job.
+      type: list
+      elements: dict
+      returned: success
+      sample: [{name: web, port: 8080, protocol: http, path: /}]
     unsupported:
       description: Job features that were accepted but are ignored.
       type: list

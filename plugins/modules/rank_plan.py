@@ -64,6 +64,19 @@ description:
     log, C(task-<id>.log)), placed round-robin on O(nodes) (1 to C(max_hosts) of them), and
     RV(spec.task_array) gives the C(concurrency) the head enforces (the Fuzzfile's, else
     one task per node at a time). A task array of multinode jobs is refused.
+  - >-
+    A service (C(kind) V(service) in O(job)) has RV(spec.service): its readiness probe,
+    its port given by name already its number (V(null): ready once started), and
+    O(service_ready_timeout); a job has V(null) there.
+  - >-
+    Every rank gets, for each endpoint of the services in O(services) (those of the run
+    RUNNING when the job starts) and, for a service, of its own endpoints (at its rank 0's
+    address), C(FB_ENDPOINT_URL_<NAME>) (C(<protocol>://<address>:<port><path>), an IPv6
+    address in brackets) and C(FB_ENDPOINT_PATH_<NAME>) (C(<path>)), NAME the endpoint's
+    name upper-cased with every character outside C([A-Z0-9_]) as C(_), as Fuzzball gives
+    them; like the C(MULTINODE_*) variables they win over the job's C(env) (a dropped entry
+    is warned about) and C($VAR) in arguments expands them. RV(spec.extra_hosts) lists
+    C(<service>.svc) and its address for each, the names jobs reach services by.
   - This module only computes; it changes nothing.
 author:
   - fuzz.multinode developers (!UNKNOWN)
@@ -75,7 +88,7 @@ options:
     description:
       - >-
         The job, exactly as returned in RV(fuzz.multinode.fuzzfile#module:job) or as an entry
-        of RV(fuzz.multinode.fuzzfile#module:run).
+        of RV(fuzz.multinode.fuzzfile#module:run): a job, or a service (its C(kind) V(service)).
       - >-
         Jobs of every C(multinode.implementation) can be planned except V(gasnet), which
         fails with a message that names the field and says what to do instead.
@@ -170,6 +183,42 @@ options:
     type: str
     choices: [container, host]
     default: container
+  services:
+    description:
+      - >-
+        The services of the run that are RUNNING when the job starts (the workflow runner
+        passes them; the C(fuzz.multinode.job) role takes C(fuzz_multinode_running_services)).
+      - >-
+        Their names must differ, and not be the service being planned (its own endpoints
+        come from its plan); two endpoints giving the same variable are refused.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      name:
+        description: The service's name.
+        type: str
+        required: true
+      address:
+        description: The IP address of the node of the service's rank 0.
+        type: str
+        required: true
+      endpoints:
+        description: >-
+          The service's endpoints, each C({name, port, protocol, path}), as in the
+          C(endpoints) of its entry in RV(fuzz.multinode.fuzzfile#module:run).
+        type: list
+        elements: dict
+        default: []
+  service_ready_timeout:
+    description:
+      - >-
+        For a service, the seconds it may take to become ready (its readiness probe
+        passing; without one, started) before it is given up; put in the spec as
+        RV(spec.service.ready_timeout). A positive integer (the C(fuzz.multinode.job)
+        role's C(fuzz_multinode_service_ready_timeout)).
+    type: int
+    default: 300
   local:
     description:
       - >-
@@ -369,6 +418,25 @@ spec:
             with; V(null) when the job names none or runs on the bare host.
           type: str
           sample: user/registry
+    service:
+      description:
+        - >-
+          For a service, C(readiness_probe) (its C(readiness-probe), normalized: one handler,
+          C(http-get.scheme) upper-case, a port a number; V(null) without one: ready once
+          started) and C(ready_timeout) (O(service_ready_timeout)); V(null) for a job.
+      type: dict
+      returned: success
+      sample: {readiness_probe: {http-get: {port: 8080, path: /healthz, scheme: HTTP},
+                                 period-seconds: 5}, ready_timeout: 300}
+    extra_hosts:
+      description:
+        - >-
+          C([host name, address]) for the ranks' C(/etc/hosts): C(<service>.svc) of every
+          service in O(services) and, for a service, its own, at its rank 0's address.
+      type: list
+      elements: list
+      returned: success
+      sample: [[api.svc, 172.18.0.2]]
     ranks:
       description: One entry per rank, in rank order.
       type: list
@@ -392,8 +460,8 @@ spec:
           type: int
         env:
           description: >-
-            The rank's environment (job C(env) plus runtime variables); C(secret://) values
-            stay references (see RV(spec.secret_env)).
+            The rank's environment (job C(env) plus runtime variables, C(FB_ENDPOINT_*)
+            included); C(secret://) values stay references (see RV(spec.secret_env)).
           type: dict
       sample:
         - rank: 0

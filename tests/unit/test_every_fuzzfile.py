@@ -20,8 +20,6 @@ ROOT = Path(__file__).resolve().parents[2]
 # valid: hostile values that must arrive intact, and a job too big for the
 # scenario's inventory.
 REFUSED = {"tests/fuzzfiles/mpi/gasnet.yml",
-           # valid, but only services, which are not run yet (test_vendor_shapes.py)
-           "tests/fuzzfiles/vendor-shapes/notebook-services-only-v1.yml",
            # molecule/workflow checks these refusals on its cluster
            "tests/fuzzfiles/workflow/mount-location-relative.yml",
            "tests/fuzzfiles/workflow/volume-path-escaping.yml"} | {
@@ -56,4 +54,4 @@ def test_fuzzfile_is_runnable_or_refused_as_intended(path):
         with pytest.raises(FuzzfileError):
             run_checks(path)
     else:
-        assert run_checks(path).jobs
+        assert run_checks(path).units

@@ -342,8 +342,8 @@ def test_unsupported_job_features_are_recorded():
 
 @pytest.mark.parametrize("version", ["v1", "v4"])
 def test_unsupported_workflow_features_are_recorded(version):
-    """Top-level files, defaults, volumes and their data movement are
-    applied now (no notes); services and annotations are notes. A volume
+    """Top-level files, defaults, volumes and their data movement, and
+    services are applied now (no notes); annotations are a note. A volume
     with transfers that no job mounts gets a warning: they are not run."""
     wf = parse(
         workflow(
@@ -359,10 +359,7 @@ def test_unsupported_workflow_features_are_recorded(version):
         )
     )
     assert wf.services == ["web", "db"]
-    assert wf.unsupported == [
-        "services: services are not supported yet; ignored (web, db)",
-        "annotations: workflow annotations are not supported yet; ignored",
-    ]
+    assert wf.unsupported == ["annotations: workflow annotations are not supported yet; ignored"]
     assert wf.warnings == ["volumes.data: no job mounts it, so its ingress and egress are not run"]
     assert select_job(wf).env == [("A", "1")]
     assert wf.to_dict() == {
@@ -839,21 +836,31 @@ def test_non_text_input():
 # select_job and require_runnable
 
 
-def test_select_job():
+def test_select_job_picks_a_job_or_a_service_by_name():
     wf = parse(workflow({"a": job(), "b": job()}, services={"web": job()}))
     assert select_job(wf, "b").name == "b"
+    assert select_job(wf, "web").kind == "service"
     with pytest.raises(FuzzfileError) as info:
         select_job(wf)
     assert str(info.value) == "jobs: the workflow has 2 jobs; name the one to run: a, b"
     with pytest.raises(FuzzfileError) as info:
         select_job(wf, "c")
-    assert str(info.value) == "jobs: no job named 'c'; jobs: a, b"
+    assert str(info.value) == "jobs: no job or service named 'c'; jobs: a, b; services: web"
+    # without services, as before
     with pytest.raises(FuzzfileError) as info:
-        select_job(wf, "web")
-    assert str(info.value) == (
-        "jobs: no job named 'web' ('web' is a service; services are not supported yet); "
-        "jobs: a, b"
-    )
+        select_job(parse(workflow({"a": job(), "b": job()})), "c")
+    assert str(info.value) == "jobs: no job named 'c'; jobs: a, b"
+
+
+def test_without_a_name_select_job_takes_the_only_job_or_else_the_only_service():
+    wf = parse(workflow({"a": job()}, services={"web": job(), "db": job()}))
+    assert select_job(wf).name == "a"
+    wf = parse(workflow(jobs=DELETE, services={"web": job()}))
+    assert select_job(wf).name == "web"
+    wf = parse(workflow(jobs=DELETE, services={"web": job(), "db": job()}))
+    with pytest.raises(FuzzfileError) as info:
+        select_job(wf)
+    assert str(info.value) == "services: the workflow has 2 services; name the one to run: web, db"
 
 
 def test_select_the_only_job():

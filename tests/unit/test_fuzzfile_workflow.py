@@ -18,7 +18,9 @@ from hypothesis import strategies as st
 
 from ansible_collections.fuzz.multinode.plugins.module_utils.fuzzfile import (
     Dependency,
+    Endpoint,
     FuzzfileError,
+    Port,
     TaskArray,
     Transfer,
     Volume,
@@ -190,6 +192,14 @@ services:
     multinode: {nodes: 1, implementation: generic}
   web:
     image: {uri: "docker://nginx"}
+    command: [nginx, -g, daemon off;]
+    network:
+      ports:
+        - {name: http, port: 8443}
+        - {port: 9000, protocol: udp}
+      endpoints:
+        - {name: site, port-name: http, protocol: HTTPS, path: /app/, type: subdomain}
+        - {name: metrics, port: 9100, protocol: tcp}
     readiness-probe:
       http-get:
         path: /healthz
@@ -215,7 +225,6 @@ def test_v4_everything():
     assert wf.services == ["db", "web", "grpc", "probe-exec"]
     assert wf.files == {"conf": "a = 1\n", "data.csv": "x,y\n1,2\n"}
     assert wf.unsupported == [
-        "services: services are not supported yet; ignored (db, web, grpc, probe-exec)",
         "annotations: workflow annotations are not supported yet; ignored",
         "volumes.data.use: storage classes are not supported yet: the volume is kept under "
         "fuzz_multinode_volume_root like every other",
@@ -295,8 +304,24 @@ def test_v4_everything():
     assert db.mounts == {"/scratch": "scratch", "/srv": "data"}
     assert (db.cores, db.memory_bytes, db.timeout_seconds) == (1, 2 * 10**9, None)
     assert (db.nodes, db.implementation) == (1, "generic")
-    assert db.unsupported == ["services.db.network: network settings are not supported yet; "
-                              "ignored"]
+    # services run on their nodes' network (host networking): host: false is noted
+    assert db.unsupported == ["services.db.network.host: false is not supported: a service runs "
+                              "on its nodes' own network, as with host: true; ignored"]
+    # the only port of the service is its endpoint's
+    assert db.ports == [Port("pg", 5432, "TCP")]
+    assert db.endpoints == [Endpoint("pg", 5432, "http", "/")]
+    assert db.readiness_probe["tcp-socket"] == {"port": 5432}
+
+    web = wf.service_defs["web"]
+    assert web.ports == [Port("http", 8443, "TCP"), Port(None, 9000, "UDP")]
+    assert web.endpoints == [Endpoint("site", 8443, "https", "/app/"),
+                             Endpoint("metrics", 9100, "tcp", "/")]
+    # the probe's port named as a network.ports entry is its number
+    assert web.readiness_probe == {"http-get": {"port": 8443, "path": "/healthz", "scheme": "HTTPS",
+                                                "http-headers": [{"name": "X-Probe", "value": "1"}]}}
+    assert web.unsupported == [
+        "services.web.network.endpoints[0].type: ingress kinds are not supported (there is no "
+        "ingress: an endpoint is reached at its service's rank 0 address); ignored"]
 
     assert wf.order == ["db", "prepare", "solve", "sweep", "web", "grpc", "probe-exec"]
     assert wf.waves == [["db", "web", "grpc", "probe-exec"], ["prepare"], ["solve"], ["sweep"]]
@@ -1063,7 +1088,7 @@ def test_v4_only_keys_in_v1(top, message):
         ({"network": {"ports": [{"port": 70000}]}},
          "services.s.network.ports[0].port: must be a port number from 1 to 65535, got 70000"),
         ({"network": {"endpoints": ["x"]}},
-         "services.s.network.endpoints[0]: must be a mapping, got 'x'"),
+         "services.s.network.endpoints[0]: must be a mapping with 'name', got 'x'"),
         ({"network": {"host": "yes"}}, "services.s.network.host: must be a boolean, got 'yes'"),
         ({"depends_on": [{"name": "a", "status": "RUNNING"}]},
          "services.s.depends-on[0].status: RUNNING is only for services, and 'a' is a job; use "

@@ -76,6 +76,8 @@ def test_to_dict():
         "persist": None,
         "inline_files": {},
         "readiness_probe": None,
+        "ports": [],
+        "endpoints": [],
         "total_slots": 6,
         "tasks": 1,
         "max_hosts": 2,
@@ -122,10 +124,10 @@ def dict_with(**changes):
         (
             dict_with(comand=["x"]),
             "job.comand: unknown key; expected one of affinity, args, command, cores, "
-            "cpu_sockets, cpu_threads, cwd, depends_on, devices, env, exclusive, expose_tcp, "
-            "expose_udp, files, image_secret, image_uri, implementation, inline_files, kind, "
-            "max_hosts, memory_by_core, memory_bytes, mounts, name, network_isolated, nodes, "
-            "persist, procs_per_node, readiness_probe, resource_annotations, restart, "
+            "cpu_sockets, cpu_threads, cwd, depends_on, devices, endpoints, env, exclusive, "
+            "expose_tcp, expose_udp, files, image_secret, image_uri, implementation, inline_files, "
+            "kind, max_hosts, memory_by_core, memory_bytes, mounts, name, network_isolated, nodes, "
+            "persist, ports, procs_per_node, readiness_probe, resource_annotations, restart, "
             "retry_attempts, script, secret_env, slots_per_node, "
             "task_array, tasks, timeout_seconds, total_slots, unsupported, volumes (did you mean "
             "'command'?)",

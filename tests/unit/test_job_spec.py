@@ -142,6 +142,9 @@ def test_spec_of_the_command_example():
         "mounts": [],
         "volume_root": "/var/lib/fuzz-multinode/volumes",
         "volume_sharing": "auto",
+        # A job, not a service; no service of the run is running.
+        "service": None,
+        "extra_hosts": [],
     }
 
 

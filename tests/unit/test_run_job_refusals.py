@@ -19,9 +19,9 @@ def ansible_playbook():
     return found
 
 
-def run(tmp_path, job, hosts=1, extra=()):
+def run(tmp_path, job, hosts=1, extra=(), kind="jobs"):
     fuzzfile = tmp_path / "job.yml"
-    fuzzfile.write_text(yaml.safe_dump({"version": "v4", "jobs": {"solve": job}}))
+    fuzzfile.write_text(yaml.safe_dump({"version": "v4", kind: {"solve": job}}))
     inventory = tmp_path / "inventory"
     inventory.write_text("[multinode]\n" + "".join(
         "ghost-%d ansible_host=127.0.0.1 ansible_port=9 ansible_connection=ssh\n" % i
@@ -46,6 +46,12 @@ def test_fewer_hosts_than_nodes_fails_naming_both_numbers(tmp_path):
     rc, out = run(tmp_path, job(), hosts=1)
     assert rc != 0
     assert "job solve needs 2 nodes but the inventory group multinode has 1 hosts" in out
+
+
+def test_a_service_with_more_nodes_than_hosts_is_named_a_service(tmp_path):
+    rc, out = run(tmp_path, job(), hosts=1, kind="services")
+    assert rc != 0
+    assert "service solve needs 2 nodes but the inventory group multinode has 1 hosts" in out
 
 
 def test_unsupported_implementation_is_refused(tmp_path):

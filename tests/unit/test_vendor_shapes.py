@@ -2,7 +2,8 @@
 fuzzfile-reference.md, section 7), in Fuzzfiles of our own written the same
 way (tests/fuzzfiles/vendor-shapes/): each is accepted with a precise meaning
 in the normalized model (mount locations and volume names, argv strings, the
-probe's scheme, files given in place, a service's policy), or refused with a
+probe's scheme and named port, a service's endpoints, files given in place, a
+service's policy), or refused with a
 message naming the field and what is wrong. FB_WORKFLOW_ID in their paths
 expands to the run's id in the job spec."""
 
@@ -17,7 +18,9 @@ from multinode_runtime.spec import JobSpec
 
 from ansible_collections.fuzz.multinode.plugins.module_utils.fuzzfile import (
     Dependency,
+    Endpoint,
     FuzzfileError,
+    Port,
     load_job,
     load_workflow,
     parse_workflow,
@@ -280,12 +283,14 @@ def test_web_services_mounts_short_and_v4_forms_and_defaults_overridden_per_path
     assert wf.jobs["seed"].mounts == {"/srv": "cache"}
 
 
-def test_a_job_with_services_runs_its_jobs_and_notes_the_services_as_before():
+def test_a_job_with_services_runs_its_jobs_and_services_in_dependency_order():
     wf = load("web-services-v4.yml")
-    assert [j.name for j in select_run(wf)] == ["seed"]
-    assert wf.unsupported[0] == "services: services are not supported yet; ignored (api, admin)"
+    assert [(j.name, j.kind) for j in select_run(wf)] == [
+        ("seed", "job"), ("api", "service"), ("admin", "service")]
+    assert wf.unsupported == []
     assert wf.service_defs["admin"].depends_on == [Dependency("api", "RUNNING")]
     assert wf.service_defs["api"].command == ["api-server", "--port", "8080", "--workers", "4"]
+    assert wf.service_defs["api"].ports == [Port("http", 8080, "TCP")]
     round_trips(wf)
 
 
@@ -376,29 +381,36 @@ def test_a_file_in_place_must_be_a_normalized_path_to_be_written():
 # services only
 
 
-SERVICES_ONLY = (
-    "jobs: the workflow has no jobs, only services (notebook), and fuzz.multinode does not run "
-    "services yet, so there is nothing to run"
-)
-
-
-def test_a_workflow_of_services_only_is_valid_and_refused_to_run_saying_why():
+def test_a_workflow_of_services_only_is_valid_and_runs_its_service():
     wf = load("notebook-services-only-v1.yml")
     assert wf.jobs == {} and wf.services == ["notebook"]
     notebook = wf.service_defs["notebook"]
     assert notebook.mounts == {"/home/user/work": "notebooks"}
-    assert notebook.command == ["start-notebook", "--port", "8888", "--no-browser"]
+    assert notebook.command == ["start-notebook", "--port", "8888", "--no-browser",
+                                "--base-url=${FB_ENDPOINT_PATH_NOTEBOOK}"]
+    # the probe's named port is the number of the port of that name
     assert notebook.readiness_probe == {
         "http-get": {"port": 8888, "path": "/api", "scheme": "HTTPS"}, "period-seconds": 5}
+    assert notebook.ports == [Port("web", 8888, "TCP")]
+    assert notebook.endpoints == [Endpoint("notebook", 8888, "https", "/notebook/")]
     assert notebook.inline_files == {
         "/home/user/.notebook/config.py": 'c.ServerApp.ip = "0.0.0.0"\nc.ServerApp.port = 8888\n'}
     assert "services.notebook.policy: %s" % SERVICE_POLICY_NOTE in notebook.unsupported
-    for select in (lambda: select_run(wf), lambda: select_run(wf, "notebook"),
-                   lambda: select_job(wf), lambda: select_job(wf, "notebook")):
-        with pytest.raises(FuzzfileError) as info:
-            select()
-        assert str(info.value) == SERVICES_ONLY
+    assert wf.unsupported == []
+    for select in (lambda: select_run(wf), lambda: select_run(wf, "notebook")):
+        assert select() == [notebook]
+    assert select_job(wf) == select_job(wf, "notebook") == notebook
     round_trips(wf)
+
+
+def test_a_services_own_endpoint_path_expands_in_its_command_as_the_vendors_files_write_it():
+    spec = plan(select_job(load("notebook-services-only-v1.yml")), run=RUN)
+    assert spec["argv"] == ["start-notebook", "--port", "8888", "--no-browser", "--base-url=/notebook/"]
+    assert spec["ranks"][0]["env"]["FB_ENDPOINT_URL_NOTEBOOK"] == "https://10.0.0.1:8888/notebook/"
+    assert spec["extra_hosts"] == [["notebook.svc", "10.0.0.1"]]
+    assert spec["service"] == {"readiness_probe": {"http-get": {"port": 8888, "path": "/api", "scheme": "HTTPS"},
+                                                   "period-seconds": 5},
+                               "ready_timeout": 300}
 
 
 def test_a_services_only_workflow_is_checked_like_any_other():
@@ -411,11 +423,13 @@ def test_a_services_only_workflow_is_checked_like_any_other():
         "services.notebook.mounts./home/user/work: no volume named 'data' under volumes "
         "(notebooks)"
     )
+    assert error("notebook-services-only-v1.yml", "        port: web\n", "        port: http\n") == (
+        "services.notebook.readiness-probe.http-get.port: no port named 'http' in "
+        "services.notebook.network.ports (web)"
+    )
     # an empty jobs mapping beside services is no jobs, as a missing one
     wf = load("notebook-services-only-v1.yml", "services:\n", "jobs: {}\nservices:\n")
-    with pytest.raises(FuzzfileError) as info:
-        select_run(wf)
-    assert str(info.value) == SERVICES_ONLY
+    assert [unit.name for unit in select_run(wf)] == ["notebook"]
 
 
 @pytest.mark.parametrize(

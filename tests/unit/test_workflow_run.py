@@ -60,17 +60,29 @@ def test_an_unknown_job_name_is_refused_listing_the_jobs():
     assert str(err.value) == "jobs: no job named 'solve'; jobs: report, left, right, start"
 
 
-def test_a_job_depending_on_a_service_cannot_run_with_the_whole_workflow():
+def test_a_job_depending_on_a_service_runs_after_it_with_the_whole_workflow():
     wf = workflow("app: {image: {uri: docker://x}, command: [\"true\"], "
                   "depends-on: [{name: db, status: RUNNING}]}\n",
                   "services:\n  db: {image: {uri: docker://x}, command: [\"true\"]}\n")
-    with pytest.raises(FuzzfileError) as err:
-        select_run(wf)
-    assert str(err.value) == (
-        "jobs.app.depends-on: db is a service, and services are not run by this collection "
-        "yet, so app cannot run; run the other jobs one by one with -e job=NAME")
-    # Named on its own, it runs (its dependencies never do).
+    run = select_run(wf)
+    assert [(unit.name, unit.kind) for unit in run] == [("db", "service"), ("app", "job")]
+    assert [not_executed_yet(unit, whole_workflow=True) for unit in run] == [[], []]
+    # Named on its own, it runs (its dependencies never do), and is told so.
     assert [job.name for job in select_run(wf, "app")] == ["app"]
+    assert not_executed_yet(wf.jobs["app"]) == [
+        "jobs.app.depends-on: db not run first; -e job=app runs this one job only"]
+
+
+def test_a_service_is_named_by_job_like_a_job():
+    wf = workflow("app: {image: {uri: docker://x}, command: [\"true\"], "
+                  "depends-on: [{name: db, status: RUNNING}]}\n",
+                  "services:\n  db: {image: {uri: docker://x}, command: [\"true\"],"
+                  " depends-on: [{name: app0}]}\n"
+                  "  app0: {image: {uri: docker://x}, command: [\"true\"]}\n")
+    run = select_run(wf, "db")
+    assert [(unit.name, unit.kind) for unit in run] == [("db", "service")]
+    assert not_executed_yet(run[0]) == [
+        "services.db.depends-on: app0 not run first; -e job=db runs this one service only"]
 
 
 def test_a_task_array_of_multinode_jobs_is_refused_for_its_clashing_names():

@@ -219,8 +219,7 @@ FRESH_CASES = [
 ]
 PREPARED_CASES = [
     ("missing-job", "missing-job.yml", None, in_file(
-        "missing-job.yml", "jobs: the workflow has no jobs, only services (web), and fuzz.multinode "
-        "does not run services yet, so there is nothing to run")),
+        "missing-job.yml", "jobs: must contain at least one job")),
     ("hostile-selection", "hostile.yml", BAD_SELECTION, in_file(
         # (a long name is shown shortened)
         "hostile.yml", "jobs: no job named %r; jobs: %s" % (BAD_SELECTION[:57] + "...", HOSTILE_JOB))),

@@ -45,7 +45,12 @@ from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.model imp
     Workflow,
     _task_array,
 )
-from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.network import _parse_probe
+from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.network import (
+    _parse_ports,
+    _parse_probe,
+    _resolve_probe_port,
+    load_endpoints,
+)
 from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.policy import ADMISSION_KEY
 from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.settings import _mount_location
 from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.transfers import DIRECTIONS, check_end
@@ -223,6 +228,13 @@ def _volumes_form(value: Any, path: str, files: Mapping[str, str]) -> Dict[str, 
     return volumes
 
 
+def _probe_port_resolved(values: Dict[str, Any], path: str) -> None:
+    """A probe's port given by name (a form made by hand) is resolved
+    against the job's ``ports``, as the parser resolves it."""
+    values["readiness_probe"] = _resolve_probe_port(
+        values["readiness_probe"], values["ports"], _join(path, "readiness_probe"), _join(path, "ports"))
+
+
 def _every_mount_has_its_store(values: Mapping[str, Any], path: str) -> None:
     for location, volume in values["mounts"].items():
         if volume not in values["volumes"]:
@@ -274,15 +286,18 @@ _JOB_FIELDS: Tuple[Tuple[str, Callable[[Any, str], Any], Any], ...] = (
     ("expose_tcp", _ports, []),
     ("expose_udp", _ports, []),
     ("inline_files", _path_map, {}),
+    ("ports", _parse_ports, []),
+    ("endpoints", load_endpoints, []),
     ("readiness_probe", _parse_probe, None),
 )
 
 # Checks across fields, each made once the fields it reads are checked.
-_CHECKS_AFTER: Dict[str, Callable[[Mapping[str, Any], str], None]] = {
+_CHECKS_AFTER: Dict[str, Callable[[Dict[str, Any], str], None]] = {
     "volumes": _every_mount_has_its_store,
     "script": _one_of_command_and_script,
     "procs_per_node": _single_node_unless_multinode,
     "inline_files": _one_source_per_file,
+    "readiness_probe": _probe_port_resolved,
 }
 
 

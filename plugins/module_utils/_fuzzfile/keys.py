@@ -4,7 +4,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """What a Fuzzfile may contain: the keys of each section, the enumerated
 values and limits, the reference prefixes, and the note recorded for each
-feature this collection validates but does not execute yet."""
+feature this collection validates but does not execute."""
 
 from __future__ import annotations
 
@@ -66,6 +66,12 @@ NETWORK_KEYS = ("isolated", "expose-tcp", "expose-udp")
 SERVICE_NETWORK_KEYS = NETWORK_KEYS + ("ports", "endpoints", "host")
 SERVICE_PORT_KEYS = ("name", "port", "protocol")
 SERVICE_PORT_PROTOCOLS = ("TCP", "UDP")
+# network.endpoints[]: our reading of the vendor's form (docs/design.md, "The
+# Fuzzfile model"); `type` is Fuzzball's ingress kind, accepted and ignored.
+ENDPOINT_KEYS = ("name", "port-name", "port", "protocol", "path", "type")
+ENDPOINT_PROTOCOLS = ("http", "https", "tcp", "udp", "grpc")
+ENDPOINT_NAME_RE = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?\Z")
+ENDPOINT_NAME_MAX = 63  # one DNS label
 PROBE_HANDLERS = ("exec", "http-get", "tcp-socket", "grpc")
 PROBE_TIMINGS = {  # name -> minimum
     "initial-delay-seconds": 0,
@@ -101,10 +107,13 @@ NOTE = {
     "retry": "retries are not supported yet (Fuzzball ignores them too); ignored",
     "restart": "restart policies are not supported yet; ignored",
     "network": "network settings are not supported yet; ignored",
+    "network.host": "false is not supported: a service runs on its nodes' own network, as "
+    "with host: true; ignored",
+    "endpoint.type": "ingress kinds are not supported (there is no ingress: an endpoint is "
+    "reached at its service's rank 0 address); ignored",
     "annotations": "workflow annotations are not supported yet; ignored",
     "storage_class": "storage classes are not supported yet: the volume is kept under "
     "fuzz_multinode_volume_root like every other",
-    "services": "services are not supported yet; ignored",
     "service.policy": "a service has no policy in Fuzzball (its API drops it); validated as a "
     "job's and ignored",
 }

@@ -44,6 +44,33 @@ class Dependency(NamedTuple):
     status: str = "FINISHED"
 
 
+class Port(NamedTuple):
+    """One ``network.ports`` entry of a service: ``port`` (its number),
+    ``protocol`` (``TCP`` or ``UDP``) and the ``name`` a readiness probe or
+    an endpoint may name it by (None: unnamed)."""
+
+    name: Optional[str]
+    port: int
+    protocol: str = "TCP"
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"name": self.name, "port": self.port, "protocol": self.protocol}
+
+
+class Endpoint(NamedTuple):
+    """One ``network.endpoints`` entry of a service, resolved: the jobs
+    reach it at ``<protocol>://<rank 0's address>:<port><path>``
+    (``FB_ENDPOINT_URL_<NAME>``, module_utils/service_endpoints.py)."""
+
+    name: str
+    port: int
+    protocol: str = "http"
+    path: str = "/"
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"name": self.name, "port": self.port, "protocol": self.protocol, "path": self.path}
+
+
 class Transfer(NamedTuple):
     """One item of a volume's ``ingress`` or ``egress``: copy ``source`` to
     ``destination`` (URIs as the Fuzzfile wrote them, checked by
@@ -97,7 +124,10 @@ class Job:
     the three mount forms; ``files`` holds the ``file://`` references and
     ``inline_files`` (container path -> contents) the files whose contents
     are given in place; a service's ``readiness_probe`` is its probe in the
-    Fuzzfile's form, normalized (``network._parse_probe``; not run yet).
+    Fuzzfile's form, normalized (``network._parse_probe``), a named port
+    replaced by its number; its ``ports`` and ``endpoints`` are its
+    ``network.ports`` and ``network.endpoints`` (``Port``, ``Endpoint``),
+    normalized, each endpoint's port resolved.
 
     Fields added for workflows (all have defaults, so older job dicts still
     load): ``kind`` (``job`` or ``service``), ``depends_on`` (``Dependency``
@@ -108,11 +138,12 @@ class Job:
     a mount uses -> its store: ``ephemeral`` or ``persistent/NAME``,
     files_volumes.volume_store), ``memory_by_core`` (``memory.size`` is
     per core), ``image_secret`` (``image.secret``, a ``secret://``
-    reference to registry credentials), and the features recorded in
+    reference to registry credentials), for services ``persist`` (kept
+    running until the workflow ends, not only until its last dependant
+    has), ``ports`` and ``endpoints``, and the features recorded in
     ``unsupported``: ``cpu_threads``, ``cpu_sockets``, ``devices``,
     ``exclusive``, ``resource_annotations``, ``retry_attempts``,
-    ``restart``, ``network_isolated``, ``expose_tcp``, ``expose_udp`` and, for
-    services, ``persist``.
+    ``restart``, ``network_isolated``, ``expose_tcp``, ``expose_udp``.
     """
 
     name: str
@@ -151,6 +182,8 @@ class Job:
     persist: Optional[bool] = None
     inline_files: Dict[str, str] = dataclasses.field(default_factory=dict)
     readiness_probe: Optional[Dict[str, Any]] = None
+    ports: List[Port] = dataclasses.field(default_factory=list)
+    endpoints: List[Endpoint] = dataclasses.field(default_factory=list)
 
     @property
     def slots_per_node(self) -> int:
@@ -184,10 +217,18 @@ class Job:
     def multinode(self) -> bool:
         return self.implementation is not None
 
+    @property
+    def field_path(self) -> str:
+        """Where the unit is in the Fuzzfile, for messages: ``jobs.NAME``
+        or ``services.NAME``."""
+        return "%s.%s" % ("services" if self.kind == "service" else "jobs", self.name)
+
     def to_dict(self) -> Dict[str, Any]:
         """JSON-serializable form; ``env`` becomes a list of ``[key, value]``,
         ``depends_on`` a list of ``{name, status}``, ``task_array`` a
-        ``{start, end, concurrency}`` mapping.
+        ``{start, end, concurrency}`` mapping, ``ports`` and ``endpoints``
+        lists of ``{name, port, protocol}`` and ``{name, port, protocol,
+        path}``.
 
         ``slots_per_node``, ``total_slots``, ``tasks`` and ``secret_env`` are
         included for convenience; ``load_job`` ignores them (they are
@@ -238,6 +279,8 @@ class Job:
             "persist": self.persist,
             "inline_files": dict(self.inline_files),
             "readiness_probe": copy.deepcopy(self.readiness_probe),
+            "ports": [port.to_dict() for port in self.ports],
+            "endpoints": [endpoint.to_dict() for endpoint in self.endpoints],
             "total_slots": self.total_slots,
             "tasks": self.tasks,
             "max_hosts": self.max_hosts,
@@ -262,7 +305,7 @@ class Workflow:
 
     @property
     def services(self) -> List[str]:
-        """Names of the services, in file order (they are not run yet)."""
+        """Names of the services, in file order."""
         return list(self.service_defs)
 
     @property

@@ -12,11 +12,11 @@ add a warning. Statuses are case-insensitive and stored upper-case.
 ``policy.timeout.execute`` becomes ``Job.timeout_seconds``; a zero duration
 means no timeout. A service's ``policy`` (Fuzzball's services have none) is
 validated as a job's and ignored, with a note. A workflow of services only
-parses; the run policy refuses to run it (``select_run``).
+is a workflow like any other.
 
 Features the reference documents but this collection does not execute yet
 are validated like the rest and recorded as short notes in ``Job.unsupported``
-(features of a job) or ``Workflow.unsupported`` (images, services, volumes,
+(features of a job or service) or ``Workflow.unsupported`` (volumes,
 annotations, and features set in ``defaults``) so that callers can warn;
 nothing is dropped silently."""
 
@@ -56,7 +56,12 @@ from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.model imp
     Workflow,
     _task_array,
 )
-from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.network import _parse_network, _parse_probe
+from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.network import (
+    _check_workflow_endpoints,
+    _parse_network,
+    _parse_probe,
+    _resolve_probe_port,
+)
 from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.settings import (
     _Context,
     _Defaults,
@@ -250,11 +255,10 @@ def _parse_unit(
             raw_task.get("start"), raw_task.get("end"), raw_task.get("concurrency"), task_path
         )
 
-    network: Dict[str, Any] = {}
+    network: Dict[str, Any] = {"ports": [], "endpoints": []}
+    network_path = _join(path, "network")
     if data.get("network") is not None:
-        network_path = _join(path, "network")
-        network = _parse_network(data["network"], network_path, kind)
-        notes.append("%s: %s" % (network_path, NOTE["network"]))
+        network = _parse_network(data["network"], network_path, kind, notes)
 
     persist = None
     readiness_probe = None
@@ -262,7 +266,10 @@ def _parse_unit(
         if data.get("persist") is not None:
             persist = _bool(data["persist"], _join(path, "persist"))
         if data.get("readiness-probe") is not None:
-            readiness_probe = _parse_probe(data["readiness-probe"], _join(path, "readiness-probe"))
+            probe_path = _join(path, "readiness-probe")
+            readiness_probe = _resolve_probe_port(
+                _parse_probe(data["readiness-probe"], probe_path), network["ports"], probe_path,
+                _join(network_path, "ports"))
 
     resource = settings.resource
     policy = settings.policy
@@ -305,6 +312,8 @@ def _parse_unit(
         persist=persist,
         inline_files=inline_files,
         readiness_probe=readiness_probe,
+        ports=network["ports"],
+        endpoints=network["endpoints"],
     )
     return job, dependency_paths
 
@@ -373,8 +382,7 @@ def parse_workflow(text: str) -> Workflow:
         services[name], dependency_paths[name] = _parse_unit(
             "service", name, service_data, service_path, ctx, defaults
         )
-    if services:
-        notes.insert(0, "services: %s (%s)" % (NOTE["services"], ", ".join(services)))
+    _check_workflow_endpoints(services)
 
     workflow = Workflow(
         version=version,

@@ -2,9 +2,10 @@
 # Copyright (c) fuzz.multinode developers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 # SPDX-License-Identifier: Apache-2.0
-"""The run policy: which jobs of a workflow a run runs (``select_run``,
-``select_job``), what of a job is validated but not carried out
-(``not_executed_yet``), and whether a job may run at all (``admit``): its
+"""The run policy: which jobs and services of a workflow a run runs
+(``select_run``, ``select_job``; "job" below means either unless said),
+what of a job is validated but not carried out (``not_executed_yet``),
+and whether a job may run at all (``admit``): its
 implementation can be run here (``require_runnable``), its rank and task host
 names fit one DNS label (``check_rank_names``), every secret it
 references is defined (``check_secrets``) and its ``image.secret``, if any,
@@ -50,57 +51,35 @@ def task_name(job: str, task_id: int) -> str:
     return "%s-%d" % (job, task_id)
 
 
-def _require_jobs(workflow: Workflow) -> None:
-    """A workflow of services only is a valid Fuzzfile with nothing to run
-    here, as long as services are not run."""
-    if not workflow.jobs:
-        raise FuzzfileError(
-            "jobs: the workflow has no jobs, only services (%s), and fuzz.multinode does not "
-            "run services yet, so there is nothing to run" % ", ".join(workflow.services)
-        )
+def _no_unit_named(workflow: Workflow, name: Any) -> FuzzfileError:
+    listed = "jobs: %s" % (", ".join(workflow.jobs) or "none")
+    if not workflow.service_defs:
+        return FuzzfileError("jobs: no job named %s; %s" % (_show(name), listed))
+    return FuzzfileError("jobs: no job or service named %s; %s; services: %s"
+                         % (_show(name), listed, ", ".join(workflow.services)))
 
 
 def select_job(workflow: Workflow, name: Optional[str] = None) -> Job:
-    """Pick a job by name; without a name the workflow must have exactly one."""
-    _require_jobs(workflow)
-    names = list(workflow.jobs)
+    """Pick a job or service by name; without a name the workflow must have
+    exactly one job (or, having none, one service)."""
     if name is None:
+        kind, names = ("job", list(workflow.jobs)) if workflow.jobs else ("service", workflow.services)
         if len(names) == 1:
-            return workflow.jobs[names[0]]
-        raise FuzzfileError(
-            "jobs: the workflow has %d jobs; name the one to run: %s"
-            % (len(names), ", ".join(names))
-        )
-    if name in workflow.jobs:
-        return workflow.jobs[name]
-    extra = ""
-    if name in workflow.services:
-        extra = " (%r is a service; services are not supported yet)" % name
-    raise FuzzfileError(
-        "jobs: no job named %s%s; jobs: %s" % (_show(name), extra, ", ".join(names))
-    )
+            return workflow.units[names[0]]
+        raise FuzzfileError("%ss: the workflow has %d %ss; name the one to run: %s"
+                            % (kind, len(names), kind, ", ".join(names)))
+    if name not in workflow.units:
+        raise _no_unit_named(workflow, name)
+    return workflow.units[name]
 
 
 def select_run(workflow: Workflow, name: Optional[str] = None) -> List[Job]:
-    """The jobs run-job.yml runs, in dependency order: the one named, or
-    without a name every job of the workflow. Services are not run, so a job
-    that depends on one cannot run either; that is refused up front rather
-    than discovered halfway through a workflow; so is a workflow of services
-    only."""
-    _require_jobs(workflow)
+    """What run-job.yml runs, in dependency order: the job or service
+    named, or without a name every job and service of the workflow (their
+    ``kind`` says which)."""
     if name is not None:
-        jobs = [select_job(workflow, name)]
-    else:
-        jobs = [workflow.jobs[unit] for unit in workflow.order if unit in workflow.jobs]
-    for job in jobs:
-        for dep in job.depends_on if name is None else []:
-            if dep.name in workflow.service_defs:
-                raise FuzzfileError(
-                    "jobs.%s.depends-on: %s is a service, and services are not run by this "
-                    "collection yet, so %s cannot run; run the other jobs one by one with "
-                    "-e job=NAME" % (job.name, dep.name, job.name)
-                )
-    return jobs
+        return [select_job(workflow, name)]
+    return [workflow.units[unit] for unit in workflow.order]
 
 
 def not_executed_yet(job: Job, whole_workflow: bool = False) -> List[str]:
@@ -108,18 +87,21 @@ def not_executed_yet(job: Job, whole_workflow: bool = False) -> List[str]:
     not carry out yet, so that a user is told instead of silently surprised.
     ``whole_workflow``: the job runs as part of its whole workflow, so its
     dependencies do run first."""
-    path = "jobs.%s" % job.name
     notes = []
     if job.depends_on and not whole_workflow:
-        notes.append("%s.depends-on: %s not run first; -e job=%s runs this one job only" % (
-            path, ", ".join(dep.name for dep in job.depends_on), job.name))
+        notes.append("%s.depends-on: %s not run first; -e job=%s runs this one %s only" % (
+            job.field_path, ", ".join(dep.name for dep in job.depends_on), job.name, job.kind))
     return notes
 
 
 def require_runnable(job: Job) -> Job:
     """The runner's gate: every job runs except a ``gasnet`` multinode job
     and a task array of multinode jobs (whose task host names ``<job>-<task>``
-    and rank host names ``<job>-<rank>`` would clash).
+    and rank host names ``<job>-<rank>`` would clash); every service runs
+    except one that is a task array (a service is one long-running process,
+    ready and reached at its rank 0) or has neither command nor script (its
+    container is started with a shell of the runtime's, never the image's
+    own entry point).
 
     Plain and ``generic`` jobs run their command as given; ``openmpi``,
     ``ompi`` and ``mpich`` jobs run it under the MPI launcher (see
@@ -127,21 +109,30 @@ def require_runnable(job: Job) -> Job:
     Fuzzball's GASNet launch cannot be reproduced and tested here; the
     message says how to run such a program as a ``generic`` job instead,
     with GASNet's own ssh spawner going through the wrapper."""
+    if job.kind == "service" and job.task_array is not None:
+        raise FuzzfileError(
+            "%s.task-array: a service cannot be a task array: a service is one long-running "
+            "process, ready and reached at its rank 0; use multinode for a service on several "
+            "nodes" % job.field_path)
+    if job.kind == "service" and job.command is None and job.script is None:
+        raise FuzzfileError(
+            "%s: needs a command or a script to run here: fuzz.multinode starts a service's "
+            "command in its image, not the image's own entry point" % job.field_path)
     if job.implementation == "gasnet":
         raise FuzzfileError(
-            "jobs.%s.multinode.implementation: 'gasnet' is not supported: fuzz.multinode "
+            "%s.multinode.implementation: 'gasnet' is not supported: fuzz.multinode "
             "has no GASNet launcher (GASNet is not packaged in Debian, the OS its tests run "
             "on, so one could not be tested); use implementation 'generic' and let GASNet's "
             "ssh spawner start the processes through the wrapper: run the program with "
             "GASNET_SSH_CMD=$MULTINODE_SSH_WRAPPER, "
             "GASNET_SSH_SERVERS=$MULTINODE_HOSTLIST_NOSLOTS and GASNET_SPAWNFN=S "
-            "(udp conduit; other conduits: GASNET_<CONDUIT>_SPAWNER=ssh)" % job.name
+            "(udp conduit; other conduits: GASNET_<CONDUIT>_SPAWNER=ssh)" % job.field_path
         )
     if job.task_array is not None and job.multinode:
         raise FuzzfileError(
-            "jobs.%s: a task array of multinode jobs cannot run: task host names "
+            "%s: a task array of multinode jobs cannot run: task host names "
             "%s-<task> and rank host names %s-<rank> would be the same names; use a "
-            "task array of single-node jobs, or one multinode job" % (job.name, job.name, job.name)
+            "task array of single-node jobs, or one multinode job" % (job.field_path, job.name, job.name)
         )
     return job
 
@@ -154,14 +145,14 @@ def check_rank_names(job: Job) -> None:
         last = task_name(job.name, job.task_array.end)
         if len(last) > HOST_NAME_MAX:
             raise FuzzfileError(
-                "jobs.%s: task host name %r is longer than %d characters; use a shorter job name"
-                % (job.name, last, HOST_NAME_MAX)
+                "%s: task host name %r is longer than %d characters; use a shorter job name"
+                % (job.field_path, last, HOST_NAME_MAX)
             )
     last = rank_name(job.name, job.nodes - 1)
     if len(last) > HOST_NAME_MAX:
         raise FuzzfileError(
-            "jobs.%s: rank host name %r is longer than %d characters; use a shorter job name"
-            % (job.name, last, HOST_NAME_MAX)
+            "%s: rank host name %r is longer than %d characters; use a shorter %s name"
+            % (job.field_path, last, HOST_NAME_MAX, job.kind)
         )
 
 
@@ -209,8 +200,8 @@ def missing_secrets(job: Job, available: Iterable[Any]) -> List[str]:
         fields.append("image.secret")
         references.append(image_secret)
     return [
-        "jobs.%s.%s: %s%s is not defined in fuzz_multinode_secrets"
-        % (job.name, field, SECRET_PREFIX, name)
+        "%s.%s: %s%s is not defined in fuzz_multinode_secrets"
+        % (job.field_path, field, SECRET_PREFIX, name)
         for field, name in zip(fields, references)
         if name not in names
     ]
@@ -262,9 +253,9 @@ def check_registry_secret(job: Job, registry_names: Iterable[Any]) -> None:
     if name is None or name in {item for item in registry_names if isinstance(item, str)}:
         return
     raise FuzzfileError(
-        "jobs.%s.image.secret: the value of %s%s in fuzz_multinode_secrets is not registry "
+        "%s.image.secret: the value of %s%s in fuzz_multinode_secrets is not registry "
         "credentials: it must be a mapping of username and password (a password or token), "
-        "both non-empty strings, the user name without ':'" % (job.name, SECRET_PREFIX, name)
+        "both non-empty strings, the user name without ':'" % (job.field_path, SECRET_PREFIX, name)
     )
 
 
@@ -285,9 +276,9 @@ def check_secret_arguments(job: Job) -> None:
     for field, word in fields:
         if any((found.group(1) or found.group(2)) in secret_keys for found in _ARGUMENT_REFERENCE.finditer(word)):
             raise FuzzfileError(
-                "jobs.%s.%s: expands a secret:// env value, and every user of a node can read a "
+                "%s.%s: expands a secret:// env value, and every user of a node can read a "
                 "process's command line (ps); read the secret from the job's environment instead"
-                % (job.name, field))
+                % (job.field_path, field))
 
 
 def admit(

@@ -211,16 +211,16 @@ def remote_kind(item: Transfer, direction: str) -> str:
 
 
 def unmounted_volumes(workflow: Workflow) -> List[str]:
-    """Notes on the volumes with transfers that no job mounts: their
-    transfers are not run (no job would see them)."""
-    mounted = {volume for job in workflow.jobs.values() for volume in job.volumes}
+    """Notes on the volumes with transfers that no job (nor service)
+    mounts: their transfers are not run (nothing would see them)."""
+    mounted = {volume for unit in workflow.units.values() for volume in unit.volumes}
     return ["volumes.%s: no job mounts it, so its ingress and egress are not run" % name
             for name, volume in workflow.volumes.items()
             if name not in mounted and (volume.ingress or volume.egress)]
 
 
 def transfer_plan(workflow: Workflow, run: Sequence[Job]) -> List[Dict[str, Any]]:
-    """The transfers of a run (its jobs, ``run``): for each volume that one
+    """The transfers of a run (its jobs and services, ``run``): for each volume that one
     of them mounts and that has ingress or egress, in the Fuzzfile's order,
     ``{volume, store, hosts, s3, ingress, egress}``: ``hosts``, how many of
     the play's first hosts run a job that mounts it (every job runs on the
