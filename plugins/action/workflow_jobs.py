@@ -53,8 +53,6 @@ from ansible_collections.fuzz.multinode.plugins.plugin_utils.node_runtime_call i
 from ansible_collections.fuzz.multinode.plugins.plugin_utils.workflow_schedule import (
     FINISHED,
     NOT_RUN,
-    RUNNING,
-    WAITING,
     Schedule,
     can_overlap,
 )
@@ -310,11 +308,7 @@ class ActionModule(ActionBase):
             member = self.members.get(name)
             if member is not None and name not in schedule.ready and member.is_ready():
                 schedule.is_ready(name)
-        jobs_left = any(schedule.status[name] in (WAITING, RUNNING) for name in schedule.order
-                        if not schedule.is_service(name))
-        for name in schedule.to_stop():
-            why = ("every job that needs it running has ended" if jobs_left
-                   else "the workflow's jobs are over")
+        for name, why in schedule.to_stop():
             self._show(["%sstopping the service: %s" % (self.members[name].prefix, why)])
             self.members[name].stop_service(why)
 

@@ -114,17 +114,19 @@ class Schedule:
             self.ready.add(name)
 
     def to_stop(self):
-        """The running services to stop now (each named once)."""
+        """[(name, why)] of the running services to stop now (each named once)."""
         stop = []
         jobs_over = self._jobs_over()
         for name in self.running:
             if not self.is_service(name) or name in self.stopping:
                 continue
             needing = [unit for unit in self.order if name in self.running_deps(unit)]
-            if jobs_over or (needing and not self.jobs[name].get("persist")
-                             and all(self.status[unit] not in (WAITING, RUNNING) for unit in needing)):
-                stop.append(name)
-        self.stopping.update(stop)
+            if (needing and not self.jobs[name].get("persist")
+                    and all(self.status[unit] not in (WAITING, RUNNING) for unit in needing)):
+                stop.append((name, "every job that needs it running has ended"))
+            elif jobs_over:
+                stop.append((name, "the workflow's jobs are over"))
+        self.stopping.update(name for name, _ in stop)
         return stop
 
     def _jobs_over(self):

@@ -235,7 +235,7 @@ def test_a_job_that_needs_a_service_running_starts_once_it_is_ready_and_then_the
     assert plan.next_jobs() == [("reader", ["h2"])]
     assert plan.to_stop() == []  # its dependant runs
     plan.ended("reader", FINISHED)
-    assert plan.to_stop() == ["api"]
+    assert plan.to_stop() == [("api", "every job that needs it running has ended")]
     assert plan.to_stop() == []  # told once
     plan.ended("api", FINISHED)
     assert plan.done
@@ -272,7 +272,7 @@ def test_a_persistent_service_and_one_nobody_needs_running_stop_when_the_jobs_ar
     assert plan.next_jobs() == [("report", ["h3"])]
     assert plan.to_stop() == []
     plan.ended("report", FINISHED)
-    assert plan.to_stop() == ["db", "cache"]
+    assert plan.to_stop() == [("db", "the workflow's jobs are over"), ("cache", "the workflow's jobs are over")]
 
 
 def test_the_jobs_are_not_over_while_one_waits_for_a_service_to_become_ready():
@@ -299,7 +299,7 @@ def test_a_job_that_needs_a_service_finished_starts_after_the_services_are_stopp
     plan.is_ready("api")
     assert plan.next_jobs() == [("use", ["h2"])]
     plan.ended("use", FINISHED)
-    assert plan.to_stop() == ["api"]
+    assert plan.to_stop() == [("api", "every job that needs it running has ended")]
     plan.ended("api", FINISHED)  # the runner stopped it: it did its part
     assert plan.next_jobs() == [("after", ["h1"])]
 
