@@ -99,14 +99,15 @@ def combine(dest, sources, replace=None):
 
 
 def job_names(fuzzfile):
-    """The names of a Fuzzfile's jobs, in file order: by its lines when its
+    """The names of a Fuzzfile's jobs (then its services), in file order: by its lines when its
     top level is only `version` and `jobs` (which may hold the tabs the spec's
     examples have, which YAML forbids), else as YAML."""
     text = Path(fuzzfile).read_text()
     top = [line.rstrip() for line in text.splitlines() if line[:1] not in ("", " ", "\t", "#")]
     if top == ["version: v4", "jobs:"]:
         return [name for name, _ in fuzzfile_jobs(fuzzfile)]
-    return list(yaml.safe_load(text).get("jobs") or {})
+    data = yaml.safe_load(text)
+    return list(data.get("jobs") or {}) + list(data.get("services") or {})
 
 
 # -- looking at this machine -----------------------------------------------------
