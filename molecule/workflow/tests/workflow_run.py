@@ -43,6 +43,7 @@ class WorkflowRun:
         more ansible-playbook arguments (-e @FILE)."""
         self.logs = logs
         self.rc, self.output, self.seconds = user_playbook.run_job(FUZZFILES / fuzzfile, logs, job, args=args)
+        (logs / "ansible-playbook.out").write_text(self.output)  # the whole output, for a look after a failure
         self.leftovers = processes_on_all_nodes()
 
     def log(self, job):
