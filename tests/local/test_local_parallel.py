@@ -17,7 +17,7 @@ import time
 import pytest
 
 import local_jobs as lj
-from concurrency import all_overlap, job_spans, most_at_once, started_on
+from concurrency import all_overlap, job_spans, most_at_once, started_on, task_records
 
 WORKFLOWS = lj.FUZZFILES / "workflow"
 FAN = ["fan-1", "fan-2", "fan-3", "fan-4"]
@@ -231,3 +231,31 @@ def test_stopping_a_parallel_run_cancels_every_running_job_and_leaves_nothing(wo
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
         lj.unregister(jobs)
+
+
+# -- a task array beside another job ---------------------------------------------------
+
+@pytest.fixture(scope="module")
+def task_array_beside(workdir):
+    """The workflow scenario's task array (8 tasks of 2 s, 4 at a time) and
+    a fan-out job that needs nothing: both start at once through the runner."""
+    directory = workdir / "task-array-beside"
+    directory.mkdir()
+    fuzzfile = lj.combine(directory / "task-array-beside.yml", [(WORKFLOWS / "task-array.yml", None),
+                                                               (WORKFLOWS / "fan-out.yml", ["fan-1"])])
+    return lj.run_job(fuzzfile, directory / "logs")
+
+
+def test_a_task_array_runs_through_the_runner_beside_another_job(task_array_beside):
+    run = task_array_beside
+    assert run.rc == 0, run
+    assert {job: row[0] for job, row in outcome_rows(run.output).items()} == \
+        {"sweep": "FINISHED", "fan-1": "FINISHED"}, run
+    assert sorted(job for job, _ in started_on(run.output)) == ["fan-1", "sweep"], run
+    tasks = task_records(run.logs / "sweep")
+    assert sorted(tasks) == list(range(1, 9)), tasks
+    assert {name for name, _, _, _, _ in tasks.values()} == {"sweep-%d" % task for task in range(1, 9)}, tasks
+    fan_start, fan_end, _, _ = job_spans(run.logs, ["fan-1"])["fan-1"]
+    # The array's tasks ran while fan-1 ran: the two jobs overlapped.
+    assert any(start < fan_end and end > fan_start for _, _, _, start, end in tasks.values()), (tasks, fan_start)
+    assert run.state == lj.cleaned(run.state, run.jobs), run
