@@ -3,11 +3,15 @@ job that needs it RUNNING, on this one machine (the bare host). What a user
 relies on: the job starts once the service's readiness probe passed, finds
 it through FB_ENDPOINT_URL_<NAME> and <service>.svc, the service is
 stopped once the job ended and the run succeeds, and nothing of either is
-left on the machine. (The cluster's services, a 2-node one, one that
+left on the machine; a workflow of services only runs until Ctrl-C, which
+stops its services and leaves nothing. (The cluster's services, a 2-node one, one that
 never becomes ready: molecule/workflow's test_services.py.)"""
 
+import os
 import re
+import signal
 import socket
+import time
 
 import pytest
 
@@ -73,3 +77,48 @@ def test_the_job_reads_from_the_service_once_it_is_ready_and_the_service_is_then
 
 def test_services_leave_nothing_on_the_machine(services):
     assert services.state == lj.cleaned(services.state, ["reader", "web"]), services
+
+
+SERVICES_ONLY = """\
+version: v4
+services:
+  notebook:
+    image: {uri: docker://mirror.gcr.io/library/python:3.11-slim}
+    persist: true
+    script: |
+      #!/bin/sh
+      up=/tmp/notebook-up-$FB_WORKFLOW_ID
+      trap 'rm -f "$up"; exit 0' TERM
+      touch "$up"
+      sleep 1000 &
+      wait
+    readiness-probe:
+      exec: {command: [/bin/sh, -c, 'test -e /tmp/notebook-up-$FB_WORKFLOW_ID']}
+      period-seconds: 1
+"""
+
+
+def test_a_workflow_of_services_only_runs_until_ctrl_c_which_stops_them_and_leaves_nothing(workdir):
+    directory = workdir / "services-only"
+    directory.mkdir()
+    fuzzfile = directory / "services-only.yml"
+    fuzzfile.write_text(SERVICES_ONLY)
+    out_path = directory / "services-only.out"
+    proc = lj.start_playbook(fuzzfile, directory / "logs", out_path)
+    try:
+        lj.wait_for_output(proc, out_path, lambda output: "[notebook] fuzz.multinode: service notebook is ready: "
+                                                           "exec /bin/sh -c" in output, 240)
+        time.sleep(3)
+        assert proc.poll() is None, out_path.read_text()[-6000:]  # ready, and kept running
+        os.killpg(proc.pid, signal.SIGINT)  # as a terminal sends Ctrl-C
+        assert proc.wait(timeout=240) != 0, out_path.read_text()[-6000:]
+        output = out_path.read_text()
+        summary = output[output.index("[ERROR]: User interrupted execution"):]
+        assert re.search(r"^notebook +CANCELED ", summary, re.M), summary
+        state = lj.machine_state(["notebook"])
+        assert state == lj.cleaned(state, ["notebook"]), output[-6000:]
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        lj.unregister(["notebook"])
