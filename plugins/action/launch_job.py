@@ -58,34 +58,40 @@ AFTER_CANCEL = 10
 GIVE_UP_AFTER = 60
 
 
-def _read_reason(path):
-    try:
-        with open(path) as handle:
-            return handle.read().strip() or "the workflow"
-    except OSError:
-        return "the workflow"
+class _ServiceFiles:
+    """A service's two files on the controller, shared with the workflow
+    runner: `ready_file`, created once the head says the service is ready
+    (its readiness probe passed; the supervisor's own line in the job log
+    says so too), and `stop_file`, which the runner creates to stop it,
+    holding the reason. A job has neither."""
 
-
-class _Ready:
-    """A service's readiness as the head's answers tell it (the runtime's
-    readiness probe passed): said once in the live log, and made known to
-    the workflow runner by creating `ready_file` (its members' option)."""
-
-    def __init__(self, args, log):
-        self.path = args.get("ready_file")
-        self.log = log
-        self.done = False
+    def __init__(self, args):
+        self.ready_file, self.stop_file = args.get("ready_file"), args.get("stop_file")
+        self.ready = self.stop_asked = False
 
     def seen(self, answer):
-        if self.done or not answer.get("ready"):
+        if self.ready or not answer.get("ready"):
             return
-        self.done = True
-        if self.path:
+        self.ready = True
+        if self.ready_file:
             try:
-                with open(self.path, "x") as handle:
+                with open(self.ready_file, "x") as handle:
                     handle.write(answer["ready"] + "\n")
             except OSError as exc:
-                display.warning("cannot tell the workflow that service is ready (%s): %s" % (self.path, exc))
+                display.warning("cannot tell the workflow that the service is ready (%s): %s"
+                                % (self.ready_file, exc))
+
+    def stop_reason(self):
+        """The reason to stop, the first time the stop file is there; else None."""
+        if self.stop_asked or not self.stop_file:
+            return None
+        try:
+            with open(self.stop_file) as handle:
+                reason = handle.read().strip() or "the workflow"
+        except FileNotFoundError:
+            return None
+        self.stop_asked = True
+        return reason
 
 
 class ActionModule(ActionBase):
@@ -123,9 +129,8 @@ class ActionModule(ActionBase):
             # long as the supervisor waits for a poll before it cancels the job.
             give_up_after = float(args.get("controller_timeout") or 0) or GIVE_UP_AFTER
             polled = started
-            ready = _Ready(args, log)
-            ready.seen(polled)
-            stop_asked = False
+            service = _ServiceFiles(args)
+            service.seen(polled)
             log.tick()
             next_poll = last_good_poll = time.monotonic()
             while not polled.get("finished"):
@@ -141,11 +146,11 @@ class ActionModule(ActionBase):
                     result.update(failed=True, finished=True, status="CANCELED",
                                   msg="job %s canceled: the playbook process ended" % args["job"])
                     return result
-                if not stop_asked and args.get("stop_file") and os.path.exists(args["stop_file"]):
-                    stop_asked = True  # then polled to its end, and torn down, as any job
-                    self._stop(args, _read_reason(args["stop_file"]))
+                reason = service.stop_reason()
+                if reason is not None:  # then polled to its end, and torn down, as any job
+                    self._stop(args, reason)
                 polled = self._poll(args, log, wait=0 if log.behind else poll)
-                ready.seen(polled)
+                service.seen(polled)
                 log.tick()
                 if polled.get("finished"):
                     break

@@ -124,7 +124,7 @@ class Member:
     """One job's ansible-playbook: its process (a process group of its
     own), its output on the way to the screen, its report file."""
 
-    def __init__(self, name, hosts, process, report_path):
+    def __init__(self, name, hosts, process, report_path, ready_file=None, stop_file=None):
         self.name, self.hosts, self.process, self.report_path = name, hosts, process, report_path
         self.started = time.time()
         self.ended = None
@@ -134,7 +134,7 @@ class Member:
         self.stopped = None  # why it was told to stop (an interrupt)
         # A service's: the files its launch_job creates once it is ready, and
         # that this runner creates to stop it (Member.no_longer_needed).
-        self.ready_file = self.stop_file = None
+        self.ready_file, self.stop_file = ready_file, stop_file
         self.no_longer_needed = None  # why this runner stopped the service
 
     def is_ready(self):
@@ -144,8 +144,10 @@ class Member:
         """Stop a service the workflow no longer needs, as its own launch_job
         stops a job (the supervisor cancels it; teardown and logs as usual)."""
         self.no_longer_needed = why
-        with open(self.stop_file, "w") as handle:
+        # Whole or not at all: launch_job reads it as soon as it is there.
+        with open(self.stop_file + ".new", "w") as handle:
             handle.write("the workflow: %s\n" % why)
+        os.replace(self.stop_file + ".new", self.stop_file)
 
     @property
     def prefix(self):
@@ -190,6 +192,8 @@ class ActionModule(ActionBase):
         result = super().run(tmp, task_vars)
         _, args = self.validate_argument_spec(argument_spec=WORKFLOW_JOBS_ARGUMENT_SPEC)
         self.args = args
+        self.units = {job["name"]: job for job in args["jobs"]}
+        self.addresses = {node["node"]: node["address"] for node in args["nodes"]}
         hosts = [node["node"] for node in args["nodes"]]
         share = args["share_hosts"] or args["local"]
         pinned = self._volumes_pinned(args, hosts)
@@ -316,35 +320,33 @@ class ActionModule(ActionBase):
         """The services of the run that run now, as a job that starts now
         reaches them (rank_plan's `services`): each with its rank 0's
         address and its endpoints."""
-        addresses = {node["node"]: node["address"] for node in self.args["nodes"]}
-        units = {job["name"]: job for job in self.args["jobs"]}
-        return [{"name": name, "address": addresses[schedule.placed[name][0]],
-                 "endpoints": units[name].get("endpoints") or []}
+        return [{"name": name, "address": self.addresses[schedule.placed[name][0]],
+                 "endpoints": self.units[name].get("endpoints") or []}
                 for name in schedule.running if schedule.is_service(name)]
 
     def _start(self, name, placed, schedule):
         args = self.args
-        job = next(job for job in args["jobs"] if job["name"] == name)
-        addresses = {node["node"]: node["address"] for node in args["nodes"]}
+        job = self.units[name]
         wanted = set((job.get("files") or {}).values())
         variables = {key: value for key, value in args["settings"].items() if value is not None}
         variables.update(
             fuzz_multinode_run_id=args["run"],
             fuzz_multinode_local=args["local"],
             fuzz_multinode_workflow_files={key: value for key, value in args["files"].items() if key in wanted},
-            fuzz_multinode_member={"job": job, "nodes": [{"node": host, "address": addresses[host]}
+            fuzz_multinode_member={"job": job, "nodes": [{"node": host, "address": self.addresses[host]}
                                                           for host in placed]},
             fuzz_multinode_running_services=[service for service in self._running_services(schedule)
                                              if service["name"] != name])
+        service_files = {}
         if schedule.is_service(name):
-            variables.update(fuzz_multinode_ready_file=os.path.join(self.work, "%s.ready" % name),
-                             fuzz_multinode_stop_file=os.path.join(self.work, "%s.stop" % name))
+            service_files = {"ready_file": os.path.join(self.work, "%s.ready" % name),
+                             "stop_file": os.path.join(self.work, "%s.stop" % name)}
+            variables.update(fuzz_multinode_ready_file=service_files["ready_file"],
+                             fuzz_multinode_stop_file=service_files["stop_file"])
         member_file = os.path.join(self.work, "%s.json" % name)
         report = os.path.join(self.work, "%s.report.json" % name)
         process = self._spawn("job.yml", variables, member_file, name, report)
-        member = Member(name, placed, process, report)
-        member.ready_file = variables.get("fuzz_multinode_ready_file")
-        member.stop_file = variables.get("fuzz_multinode_stop_file")
+        member = Member(name, placed, process, report, **service_files)
         self.members[name] = member
         for host in placed:
             self.started_on.setdefault(host, []).append(name)

@@ -25,6 +25,7 @@ containers are in other mount namespaces and are not looked at.
 import os
 import pwd
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -352,6 +353,15 @@ def wait_for_output(proc, out_path, ready, within):
     while not ready(out_path.read_text()):
         assert proc.poll() is None and time.monotonic() < deadline, out_path.read_text()[-6000:]
         time.sleep(0.05)
+
+
+def end_playbook(proc, jobs):
+    """After a test that stopped a playbook: kill it if it still runs, and
+    restore this machine (unregister) whatever the test saw."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    unregister(jobs)
 
 
 def unregister(jobs):

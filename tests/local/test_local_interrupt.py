@@ -67,7 +67,4 @@ def test_ctrl_c_stops_the_job_and_leaves_nothing_of_it_on_this_machine(workdir, 
         assert ("multinode-ssh-wrapper: job %s canceled by the controller: "
                 "the playbook was interrupted (SIGINT)" % JOB) in log, log
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        lj.unregister([JOB])
+        lj.end_playbook(proc, [JOB])

@@ -227,10 +227,7 @@ def test_stopping_a_parallel_run_cancels_every_running_job_and_leaves_nothing(wo
             for job, status in [("sleeper-a", "CANCELED"), ("sleeper-b", "CANCELED"), ("after", "NOT_RUN")]:
                 assert re.search(r"^%s +%s " % (job, status), summary, re.M), summary
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        lj.unregister(jobs)
+        lj.end_playbook(proc, jobs)
 
 
 # -- a task array beside another job ---------------------------------------------------

@@ -118,7 +118,4 @@ def test_a_workflow_of_services_only_runs_until_ctrl_c_which_stops_them_and_leav
         state = lj.machine_state(["notebook"])
         assert state == lj.cleaned(state, ["notebook"]), output[-6000:]
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        lj.unregister(["notebook"])
+        lj.end_playbook(proc, ["notebook"])

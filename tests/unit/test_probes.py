@@ -7,6 +7,7 @@ CONTINUATION, padding, RST_STREAM, GOAWAY). What a user relies on: the
 verdict, and a one-line detail naming what was tried and what happened;
 a try never outlasts its timeout by much, whatever the server does."""
 
+import contextlib
 import http.server
 import shutil
 import socket
@@ -27,6 +28,19 @@ pytestmark = pytest.mark.timeout(30)
 SERVING = health_pb2.HealthCheckResponse.SERVING
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 UNKNOWN = health_pb2.HealthCheckResponse.UNKNOWN
+
+
+@contextlib.contextmanager
+def listening(backlog):
+    """A TCP socket of this machine listening on a free port, accepting
+    nothing by itself: (the socket, its port); closed afterwards."""
+    server = socket.socket()
+    try:
+        server.bind(("127.0.0.1", 0))
+        server.listen(backlog)
+        yield server, server.getsockname()[1]
+    finally:
+        server.close()
 
 
 def timed(*args):
@@ -153,14 +167,10 @@ def closed_port():
 def silent_port():
     """A port that accepts nothing more: its one-place accept queue is full,
     so a new connection's SYN goes unanswered."""
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(0)
-    port = server.getsockname()[1]
-    filler = socket.create_connection(("127.0.0.1", port), timeout=5)
-    yield port
-    filler.close()
-    server.close()
+    with listening(0) as (_, port):
+        filler = socket.create_connection(("127.0.0.1", port), timeout=5)
+        yield port
+        filler.close()
 
 
 def http_get(port, path=None, **more):
@@ -317,15 +327,9 @@ def test_http_get_on_an_https_server_fails_cleanly(https_server):
 
 
 def test_tcp_socket_succeeds_when_a_connection_opens():
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(4)
-    port = server.getsockname()[1]
-    try:
+    with listening(4) as (_, port):
         ok, detail = probe_network("tcp-socket", {"port": port}, "127.0.0.1", 1.0)
         assert (ok, detail) == (True, "tcp-socket 127.0.0.1:%d: connected" % port)
-    finally:
-        server.close()
 
 
 def test_tcp_socket_on_a_closed_port_is_refused(closed_port):
@@ -453,31 +457,26 @@ def test_grpc_on_an_http1_server_fails_at_once(web):
 def test_grpc_on_an_http1_server_with_a_status_line_fails_at_once():
     """A server that answers the preface with an HTTP/1.1 status line, as
     nginx does (400)."""
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(1)
-    port = server.getsockname()[1]
+    with listening(1) as (server, port):
+        def answer():
+            conn, _ = server.accept()
+            with conn:
+                conn.settimeout(5)
+                conn.recv(4096)
+                conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+                try:
+                    conn.recv(4096)  # until the client has read it and hung up
+                except OSError:
+                    pass
 
-    def answer():
-        conn, _ = server.accept()
-        with conn:
-            conn.settimeout(5)
-            conn.recv(4096)
-            conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
-            try:
-                conn.recv(4096)  # until the client has read it and hung up
-            except OSError:
-                pass
-
-    thread = threading.Thread(target=answer, daemon=True)
-    thread.start()
-    try:
-        (ok, detail), took = timed("grpc", {"port": port}, "127.0.0.1", 5.0)
-        assert (ok, detail) == (False, "grpc 127.0.0.1:%d: not an HTTP/2 server (it answered in HTTP/1)" % port)
-        assert took < 3
-    finally:
-        thread.join(5)
-        server.close()
+        thread = threading.Thread(target=answer, daemon=True)
+        thread.start()
+        try:
+            (ok, detail), took = timed("grpc", {"port": port}, "127.0.0.1", 5.0)
+            assert (ok, detail) == (False, "grpc 127.0.0.1:%d: not an HTTP/2 server (it answered in HTTP/1)" % port)
+            assert took < 3
+        finally:
+            thread.join(5)
 
 
 def test_grpc_on_an_https_server_fails_at_once(https_server):
@@ -487,16 +486,10 @@ def test_grpc_on_an_https_server_fails_at_once(https_server):
 
 
 def test_grpc_on_a_server_that_says_nothing_ends_at_the_timeout():
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(1)
-    port = server.getsockname()[1]
-    try:
+    with listening(1) as (_, port):
         (ok, detail), took = timed("grpc", {"port": port}, "127.0.0.1", 0.5)
         assert (ok, detail) == (False, "grpc 127.0.0.1:%d: no answer within 0.5 s" % port)
         assert 0.4 < took < 3
-    finally:
-        server.close()
 
 
 # --- grpc against a scripted HTTP/2 peer --------------------------------------

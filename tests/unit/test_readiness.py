@@ -15,6 +15,7 @@ import time
 import pytest
 from multinode_runtime import registry
 from multinode_runtime.errors import RuntimeFailure
+from multinode_runtime.processes import reap_children
 from multinode_runtime.readiness import Readiness
 from multinode_runtime.spec import JobSpec
 
@@ -28,7 +29,8 @@ def spawn(argv, out):
 
 
 class Loop:
-    """The supervisor's loop around a Readiness: reap children, check."""
+    """The supervisor's loop around a Readiness: reap children (as the
+    supervisor does), check."""
 
     def __init__(self, tmp_path, probe, ready_timeout=30.0, address="127.0.0.1"):
         os.makedirs(registry.job_dir("svc"), exist_ok=True)
@@ -36,22 +38,11 @@ class Loop:
         self.log_fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
         self.readiness = Readiness(spec(probe, ready_timeout), address, spawn, self.log_fd)
 
-    def reap(self):
-        reaped = {}
-        while True:
-            try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                return reaped
-            if pid == 0:
-                return reaped
-            reaped[pid] = status
-
     def until_ready(self, within):
         deadline = time.monotonic() + within
         while not self.readiness.ready:
             assert time.monotonic() < deadline, self.readiness.last
-            self.readiness.check(self.reap())
+            self.readiness.check(reap_children())
             time.sleep(0.02)
         return time.monotonic()
 
