@@ -1,6 +1,8 @@
-"""The task array of tests/fuzzfiles/workflow/task-array.yml as its per-task
-logs tell it, and how many of its tasks ran at once, shared by
-molecule/workflow and tests/local/test_local_basics.py."""
+"""What the workflow runner's lines and the jobs' logs say of a workflow
+run: the task array of tests/fuzzfiles/workflow/task-array.yml as its
+per-task logs tell it, how many of its tasks ran at once, when each job
+ran, the hosts each was started on, the outcome table; shared by the
+scenarios and tests/local."""
 
 import re
 
@@ -63,3 +65,18 @@ def started_on(output):
 def all_overlap(spans):
     """Whether the (start, end) spans were all running at one moment."""
     return max(start for start, _ in spans) < min(end for _, end in spans)
+
+
+def outcome_table(output):
+    """{job: (status, start, end)} of the outcome table the play shows
+    (start and end HH:MM:SS, or - for a job not run)."""
+    table = output[output.rfind("TASK [fuzz.multinode.workflow : Show the outcome of every job]"):]
+    return {found.group(1): found.group(2, 3, 4) for found in re.finditer(
+        r"^    - '?(\S+) +([A-Z_]+) +(\S+) +(\S+) +[-0-9.]+", table, re.M)}
+
+
+def canceled_table(output):
+    """{job: status} of the table the workflow runner writes to the
+    terminal after an interrupt, below `workflow canceled: WHY`."""
+    found = output.rfind("\nworkflow canceled: ")
+    return {} if found < 0 else dict(re.findall(r"^(\S+) +([A-Z_]+) +\S+ +\S+ +[-0-9.]+", output[found:], re.M))

@@ -17,20 +17,13 @@ import time
 import pytest
 
 import local_jobs as lj
-from concurrency import all_overlap, job_spans, most_at_once, started_on, task_records
+from concurrency import all_overlap, job_spans, most_at_once, outcome_table, started_on, task_records
 
 WORKFLOWS = lj.FUZZFILES / "workflow"
 FAN = ["fan-1", "fan-2", "fan-3", "fan-4"]
 SIDES = ["side-1", "side-2", "side-3"]
 DIAMOND = ["top"] + SIDES + ["bottom"]
 RUN_ID = re.compile(r"\d{8}T\d{6}Z-[0-9a-f]{6}")
-
-
-def outcome_rows(output):
-    """{job: (status, start, end)} of the outcome table the play shows."""
-    table = output[output.rfind("TASK [fuzz.multinode.workflow : Show the outcome of every job]"):]
-    return {found.group(1): found.group(2, 3, 4) for found in re.finditer(
-        r"^    - '?(\S+) +([A-Z_]+) +(\S+) +(\S+) +[-0-9.]+", table, re.M)}
 
 
 def in_order(first, then):
@@ -51,8 +44,8 @@ def parallel(workdir):
 
 def test_a_parallel_workflow_finishes(parallel):
     assert parallel.rc == 0, parallel
-    assert outcome_rows(parallel.output).keys() == set(FAN + DIAMOND), parallel
-    assert {status for status, _, _ in outcome_rows(parallel.output).values()} == {"FINISHED"}, parallel
+    assert outcome_table(parallel.output).keys() == set(FAN + DIAMOND), parallel
+    assert {status for status, _, _ in outcome_table(parallel.output).values()} == {"FINISHED"}, parallel
 
 
 def test_independent_jobs_run_at_the_same_time(parallel):
@@ -79,7 +72,7 @@ def test_the_output_says_when_each_job_started_where_and_when_it_ended(parallel)
     jobs = [job for job, _ in started]
     assert jobs.index("bottom") > max(jobs.index(side) for side in SIDES) > min(jobs.index(side) for side in SIDES) \
         > jobs.index("top"), jobs
-    rows = outcome_rows(parallel.output)
+    rows = outcome_table(parallel.output)
     for _, start, end in rows.values():
         assert re.fullmatch(r"\d\d:\d\d:\d\d", start) and re.fullmatch(r"\d\d:\d\d:\d\d", end), rows
     # The sides started once the top had ended, the bottom once they all had.
@@ -246,7 +239,7 @@ def task_array_beside(workdir):
 def test_a_task_array_runs_through_the_runner_beside_another_job(task_array_beside):
     run = task_array_beside
     assert run.rc == 0, run
-    assert {job: row[0] for job, row in outcome_rows(run.output).items()} == \
+    assert {job: row[0] for job, row in outcome_table(run.output).items()} == \
         {"sweep": "FINISHED", "fan-1": "FINISHED"}, run
     assert sorted(job for job, _ in started_on(run.output)) == ["fan-1", "sweep"], run
     tasks = task_records(run.logs / "sweep")

@@ -27,7 +27,7 @@ sys.path.insert(0, os.path.join(os.environ["MOLECULE_PROJECT_DIRECTORY"], "molec
 import node_runtime  # noqa: E402  (what the nodes' runtime holds of a job)
 
 import fuzz_playbook as user_playbook  # noqa: E402  (run-job.yml as a user runs it)
-from concurrency import started_on  # noqa: E402  (the workflow runner's lines)
+from concurrency import canceled_table, started_on  # noqa: E402  (the workflow runner's lines)
 from workflow_run import FUZZFILES, NO_PROCESSES, NODES, PROJECT, WorkflowRun, processes_on_all_nodes  # noqa: E402
 
 FAN = ["fan-1", "fan-2", "fan-3", "fan-4"]
@@ -151,8 +151,7 @@ def test_ctrl_c_in_a_parallel_run_cancels_every_running_job_on_every_node(tmp_pa
     output = out_path.read_text()
     assert playbook.returncode != 0, output[-6000:]
     assert [job for job, _ in started_on(output)] == FAN[:3], output[-6000:]
-    rows = dict(re.findall(r"^(fan-\d) +([A-Z_]+) ", output, re.M))
-    assert rows == {"fan-1": "CANCELED", "fan-2": "CANCELED", "fan-3": "CANCELED", "fan-4": "NOT_RUN"}, \
-        output[-6000:]
+    assert canceled_table(output) == {"fan-1": "CANCELED", "fan-2": "CANCELED", "fan-3": "CANCELED",
+                                      "fan-4": "NOT_RUN"}, output[-6000:]
     assert processes_on_all_nodes() == NO_PROCESSES
     assert registered_anywhere() == {}

@@ -11,7 +11,7 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.join(os.environ["MOLECULE_PROJECT_DIRECTORY"], "molecule", "shared"))
 import fuzz_playbook as user_playbook  # noqa: E402  (run-job.yml as a user runs it)
-from concurrency import started_on  # noqa: E402  (the workflow runner's lines, shared with tests/local)
+from concurrency import outcome_table, started_on  # noqa: E402  (the workflow runner's lines, shared with tests/local)
 
 PROJECT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
 FUZZFILES = PROJECT / "tests" / "fuzzfiles" / "workflow"
@@ -61,14 +61,8 @@ class WorkflowRun:
         return dict(started_on(self.output))[job]
 
     def outcome_rows(self):
-        """The outcome table's rows: {job: (status, details)}."""
-        table = self.output[self.output.rfind("TASK [fuzz.multinode.workflow : Show the outcome of every job]"):]
-        rows = {}
-        # job, status, start, end (HH:MM:SS, or - for a job not run), seconds, details
-        for match in re.finditer(r"^    - '?([-a-z0-9]+) +([A-Z_]+) +([-0-9:]+) +([-0-9:]+) +([-0-9.]+)(.*?)'?$",
-                                 table, re.M):
-            rows[match.group(1)] = match.group(2)
-        return rows
+        """The outcome table's rows: {job: status}."""
+        return {job: row[0] for job, row in outcome_table(self.output).items()}
 
     def failure(self):
         marker = "TASK [fuzz.multinode.workflow : Report the workflow's result]"
