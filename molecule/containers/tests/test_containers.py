@@ -32,7 +32,7 @@ import node_runtime  # noqa: E402  (what the nodes' runtime holds of a job)
 from multinode_runtime.cgroups import PRIVATE_MOUNT  # noqa: E402  (node_runtime put it on the path)
 
 import fuzz_playbook as user_playbook  # noqa: E402  (run-job.yml as a user runs it)
-from concurrency import started_on  # noqa: E402  (the workflow runner's lines)
+from concurrency import canceled_table, outcome_table, started_on  # noqa: E402  (the workflow runner's lines)
 from docker_network import network_address  # noqa: E402
 from mpi_checks import allreduce_results, communicated, hello_ranks  # noqa: E402
 
@@ -643,24 +643,21 @@ CTRL_C_WHEN = {
 }
 
 
-@pytest.mark.parametrize("when", CTRL_C_WHEN)
-def test_ctrl_c_leaves_nothing(tmp_path, when):
-    """Ctrl-C (SIGINT to the playbook's process group): within 30 s nothing
-    of the job is left on any node, its container included, although no
-    play comes to clean up after an interrupted one."""
-    job = "interrupted-sigint"
-    if when == "during-the-pull":
-        for node in NODES[:2]:
-            on_node(node, "podman rmi --force %s >/dev/null" % DEBIAN[len("docker://"):])
+def interrupted_run(fuzzfile, logs, job, when, args=()):
+    """run-job.yml for `job`, Ctrl-C (SIGINT to the playbook's process
+    group) as soon as when(output so far) is true; then what was left of
+    the job on the nodes, looked at until nothing is or 30 s have passed.
+    Returns (exit status, output, what was left)."""
     before = snapshot()
-    argv, env = user_playbook.playbook(FUZZFILES / "failure" / "interrupted.yml", tmp_path, job, args=SECRET_ARGS)
-    with open(tmp_path / "output", "w") as out:
+    argv, env = user_playbook.playbook(fuzzfile, logs, job, args=args)
+    out_path = logs / "ansible-playbook.out"
+    with open(out_path, "w") as out:
         playbook = subprocess.Popen(argv, cwd=PROJECT, env=env, stdout=out, stderr=subprocess.STDOUT,
                                     start_new_session=True)
     try:
         deadline = time.monotonic() + 240
-        while not CTRL_C_WHEN[when]():
-            assert playbook.poll() is None and time.monotonic() < deadline, (tmp_path / "output").read_text()
+        while not when(out_path.read_text()):
+            assert playbook.poll() is None and time.monotonic() < deadline, out_path.read_text()[-6000:]
             time.sleep(0.1)
         os.killpg(playbook.pid, signal.SIGINT)
         stopped = time.monotonic()
@@ -668,12 +665,81 @@ def test_ctrl_c_leaves_nothing(tmp_path, when):
         while left != NOTHING and time.monotonic() - stopped < INTERRUPT_STOPS_JOB_WITHIN:
             time.sleep(1)
             left = leftovers(job, before)
+        print("%s: what was left %.1f s after Ctrl-C: %s" % (job, time.monotonic() - stopped, left))
         playbook.wait(timeout=INTERRUPT_STOPS_JOB_WITHIN)
     finally:
         if playbook.poll() is None:
             os.killpg(playbook.pid, signal.SIGKILL)
             playbook.wait()
-    output = (tmp_path / "output").read_text()
-    print("%s: what was left %.1f s after Ctrl-C: %s" % (when, time.monotonic() - stopped, left))
+    return playbook.returncode, out_path.read_text(), left
+
+
+@pytest.mark.parametrize("when", CTRL_C_WHEN)
+def test_ctrl_c_leaves_nothing(tmp_path, when):
+    """Ctrl-C: within 30 s nothing of the job is left on any node, its
+    container included, although no play comes to clean up after an
+    interrupted one."""
+    if when == "during-the-pull":
+        for node in NODES[:2]:
+            on_node(node, "podman rmi --force %s >/dev/null" % DEBIAN[len("docker://"):])
+    rc, output, left = interrupted_run(FUZZFILES / "failure" / "interrupted.yml", tmp_path, "interrupted-sigint",
+                                       lambda _: CTRL_C_WHEN[when](), args=SECRET_ARGS)
     assert left == NOTHING, output[-6000:]
-    assert playbook.returncode != 0, output[-6000:]
+    assert rc != 0, output[-6000:]
+
+
+# -- a service in its image --------------------------------------------------------------
+
+SERVICES = FUZZFILES / "containers" / "services-in-image.yml"
+SERVICE_RUN = ["web", "client", "fails"]
+
+
+@pytest.fixture(scope="module")
+def service_run(tmp_path_factory):
+    """The whole of services-in-image.yml: a 2-node service, the job that
+    reads from it, and a job that fails."""
+    return run_job(SERVICES, tmp_path_factory.mktemp("services"), jobs=SERVICE_RUN)
+
+
+def test_a_two_node_service_runs_in_its_image_ready_by_an_exec_probe_in_its_container(service_run):
+    """web's ranks run in the busybox-only image on two nodes, rank 1
+    answering rank 0 through the wrapper; its exec probe (busybox wget,
+    which no node has) ran in rank 0's container and passed only once the
+    page was served there; the client on a third node then read the page
+    through FB_ENDPOINT_URL_WEB."""
+    run = service_run
+    hosts = dict(started_on(run.output))
+    assert [job for job, _ in started_on(run.output)] == SERVICE_RUN, run
+    assert len(set(hosts["web"] + hosts["client"])) == 3, hosts
+    web = (run.logs / "web.log").read_text()
+    assert re.search(r"^fuzz.multinode: service web is ready: exec wget -q -O /dev/null "
+                     r"http://127.0.0.1:8481/index.html: exit status 0$", web, re.M), web
+    assert (run.logs / "client.log").read_text() == \
+        "client read: web-0 sh=/bin/busybox, web-1 sh=/bin/busybox\n", run
+    for node in NODES:
+        assert docker("exec", node, "sh", "-c", "command -v wget").returncode != 0, node
+
+
+def test_a_failed_job_ends_the_workflow_and_stops_the_persistent_service_on_both_its_nodes(service_run):
+    """`fails` exits 3: the workflow fails naming it, and web (persist:
+    true) is stopped as the workflow's jobs are over; nothing of any of the
+    three is left on any node, the service's containers included."""
+    run = service_run
+    assert run.rc != 0, run
+    assert {job: row[0] for job, row in outcome_table(run.output).items()} == {
+        "web": "FINISHED", "client": "FINISHED", "fails": "FAILED"}, run
+    assert "rank 0 (fails-0 on " in run.failure_message() and "exited with status 3" in run.failure_message(), run
+    assert "[web] stopping the service: the workflow's jobs are over" in run.output, run
+    assert re.search(r": job web canceled by the workflow: the workflow's jobs are over$",
+                     (run.logs / "web.log").read_text(), re.M), run
+    assert run.leftovers == NOTHING, run
+
+
+def test_ctrl_c_stops_a_service_in_its_image_on_both_its_nodes(tmp_path):
+    """The service alone runs until Ctrl-C; Ctrl-C once it is ready stops
+    it on both nodes within 30 s, containers and all, and it is CANCELED."""
+    rc, output, left = interrupted_run(SERVICES, tmp_path, "web",
+                                       lambda output: "[web] fuzz.multinode: service web is ready" in output)
+    assert left == NOTHING, output[-6000:]
+    assert rc != 0, output[-6000:]
+    assert canceled_table(output) == {"web": "CANCELED"}, output[-6000:]
