@@ -8,8 +8,9 @@ file:// egress destination is copied to the controller a piece at a time
 (`volume-read`).
 
 Which items are this host's (`items_here`): ingress, those of each volume
-that a job on this host mounts (the runtime leaves them to the first host
-when the volume root is shared storage); egress, every item, on the first
+that a job on this host mounts (left to the first host when the volume
+root is shared storage: said by the play, or else found by the host's
+runtime); egress, every item, on the first
 host only (it runs rank 0 of every job, so it has every volume)."""
 
 from __future__ import annotations
@@ -40,17 +41,25 @@ display = Display()
 PIECE = 4 << 20  # bytes of a volume's file per volume-read
 
 
-def items_here(transfers, direction, hosts, host):
+def items_here(transfers, direction, hosts, host, sharing="auto"):
     """[(volume entry, item)] of `transfers` (the fuzzfile task's) that
-    `host` carries out, in order; and whether it is the first host."""
+    `host` carries out, in order; whether it is the first host; and the
+    volumes whose ingress it leaves to the first host because the play
+    says the volume root is shared storage (with `auto` only the host's
+    runtime can tell, so it is asked)."""
     if host not in hosts:
-        return [], False
+        return [], False, []
     index = hosts.index(host)
-    chosen = []
+    chosen, left = [], []
     for volume in transfers:
-        if (direction == "ingress" and index < volume.get("hosts", 1)) or (direction == "egress" and index == 0):
-            chosen += [(volume, item) for item in volume.get(direction, [])]
-    return chosen, index == 0
+        if direction == "ingress" and index < volume.get("hosts", 1):
+            if index > 0 and sharing == "shared":
+                left += [volume["volume"]] if volume.get("ingress") else []
+            else:
+                chosen += [(volume, item) for item in volume.get("ingress", [])]
+        elif direction == "egress" and index == 0:
+            chosen += [(volume, item) for item in volume.get("egress", [])]
+    return chosen, index == 0, left
 
 
 class ActionModule(ActionBase):
@@ -62,7 +71,10 @@ class ActionModule(ActionBase):
         _, params = self.validate_argument_spec(argument_spec=VOLUME_TRANSFERS_ARGUMENT_SPEC)
         host = (task_vars or {}).get("inventory_hostname", "")
         direction = params["direction"]
-        chosen, first = items_here(params["transfers"], direction, params["hosts"], host)
+        chosen, first, left_to_first = items_here(params["transfers"], direction, params["hosts"], host,
+                                                  params["volume_sharing"])
+        for name in left_to_first:  # as the runtime says it where it had to look (sharing auto)
+            display.display("[ingress] volume %s: the volume root is shared storage: the first host copies it" % name)
         copied, failures, left = [], [], set()
         for volume, item in chosen:
             if volume["volume"] in left:

@@ -85,8 +85,8 @@ def test_ingress_is_done_where_a_job_mounts_the_volume_and_egress_on_the_first_h
                       "n2": ["volumes.b.ingress[0]", "volumes.b.ingress[1]"],
                       "n3": ["volumes.b.ingress[0]", "volumes.b.ingress[1]"], "n4": []}
     assert [i["field"] for _, i in items_here(transfers, "egress", hosts, "n1")[0]] == ["volumes.a.egress[0]"]
-    assert items_here(transfers, "egress", hosts, "n2") == ([], False)
-    assert items_here(transfers, "ingress", hosts, "elsewhere") == ([], False)
+    assert items_here(transfers, "egress", hosts, "n2") == ([], False, [])
+    assert items_here(transfers, "ingress", hosts, "elsewhere") == ([], False, [])
 
 
 def test_each_item_is_one_runtime_command_with_only_its_own_credentials(tmp_path):
@@ -124,14 +124,22 @@ def test_a_failed_ingress_item_stops_the_hosts_ingress_naming_item_uri_reason_an
     assert os.listdir(volume_dir(tmp_path)) == []
 
 
-def test_on_shared_storage_the_other_hosts_leave_the_ingress_to_the_first(tmp_path):
+def test_on_shared_storage_the_other_hosts_leave_the_ingress_to_the_first(tmp_path, capsys):
+    """Said by the play (volume_sharing shared): the host is not asked at
+    all. With auto only the host's runtime can tell by the file system: it
+    is asked (here local storage, so it copies the items itself)."""
     transfers = [volume("data", hosts=3, ingress=[item("volumes.data.ingress[0]", "file://conf", "file://c"),
                                                   item("volumes.data.ingress[1]", "file://conf", "file://d")])]
     node = Node()
     result = run(args(tmp_path, "ingress", transfers, volume_sharing="shared"), node, host="node2")
     assert result["copied"] == [] and result["failures"] == [] and not result["changed"]
-    assert node.subcommands() == ["transfer"]  # the volume's other items are not asked about
+    assert node.subcommands() == []
+    assert "[ingress] volume data: the volume root is shared storage: the first host copies it\n" in \
+        capsys.readouterr().out
     assert not (tmp_path / "volumes").exists()
+    node = Node()
+    result = run(args(tmp_path, "ingress", transfers, volume_sharing="auto"), node, host="node2")
+    assert node.subcommands() == ["transfer", "transfer"] and result["failures"] == [], result
 
 
 def test_a_file_egress_destination_comes_home_a_piece_at_a_time_whole_or_not_at_all(tmp_path, monkeypatch):
