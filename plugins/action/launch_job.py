@@ -239,9 +239,11 @@ class ActionModule(ActionBase):
 
     def _cancel(self, args, reason):
         """Ask the supervisor to cancel the job (the runtime's `cancel`; the
-        runtime leaves another run's job alone). If it cannot be delivered,
-        the supervisor's heartbeat check still cancels the job."""
-        self._on_head(args, CANCEL_WITHIN, head_call("cancel", args, reason))
+        runtime leaves another run's job alone), saying whether the run
+        ends with it. If it cannot be delivered, the supervisor's heartbeat
+        check still cancels the job."""
+        flags = ["--run-volumes"] if args["interrupt_ends_run"] else []
+        self._on_head(args, CANCEL_WITHIN, head_call("cancel", args, *flags, reason))
 
     def _stop(self, args, reason):
         """Ask the supervisor to end the job for `reason` while the play goes
@@ -255,8 +257,10 @@ class ActionModule(ActionBase):
     def _unregister(self, args, grace):
         """No play cleans up after an interrupted one: remove the job from
         every node from here (its processes are gone by now; this removes
-        its registration, files and rank host names)."""
-        self._on_head(args, int(grace) + 30, head_call("cleanup", args, "--everywhere"))
+        its registration, files and rank host names), and the run's
+        ephemeral volumes when the run ends with the job."""
+        flags = ["--everywhere"] + (["--run-volumes"] if args["interrupt_ends_run"] else [])
+        self._on_head(args, int(grace) + 30, head_call("cleanup", args, *flags))
 
     def _on_head(self, args, within, call):
         """Run a runtime subcommand on the head as root, best effort and

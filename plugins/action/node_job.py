@@ -85,10 +85,12 @@ class ActionModule(ActionBase):
     def _unregister(self, params, node):
         """The play was interrupted while the node registered the job: undo
         the registration there (a job another run holds is left alone),
-        best effort and bounded."""
+        best effort and bounded; when the run ends with it, its ephemeral
+        volumes there too."""
         spec = params.get("spec") or {}
         call, _ = node_job_call(dict(params, state="absent", run=params.get("run") or spec.get("run")), node,
                                 logs=False)
+        call += ["--run-volumes"] if params["interrupt_ends_run"] else []
         grace = spec.get("kill_grace", 10)
         best_effort(int(grace) + 30, lambda: call_runtime(self, call, runtime=params["runtime"]))
 

@@ -39,6 +39,7 @@ NODE_JOB_ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = dict(
     job_log=dict(type="path"),
     runtime=dict(type="path"),
     node=dict(type="str"),
+    interrupt_ends_run=dict(type="bool", default=True),
 )
 
 # The options of fuzz.multinode.launch_job, likewise.
@@ -53,6 +54,7 @@ LAUNCH_JOB_ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = dict(
     refused=dict(type="list", elements="str", default=[]),
     ready_file=dict(type="path"),
     stop_file=dict(type="path"),
+    interrupt_ends_run=dict(type="bool", default=True),
 )
 
 # The options of fuzz.multinode.run_volumes, likewise.

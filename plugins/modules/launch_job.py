@@ -99,6 +99,16 @@ options:
         The workflow runner stops a service this way when it is no longer
         needed.
     type: path
+  interrupt_ends_run:
+    description:
+      - Whether an interrupted play (Ctrl-C, SIGTERM, a killed
+        C(ansible-playbook)) ends the job's run with it. Then the job's
+        teardown on its nodes also removes the run's ephemeral volumes,
+        which no later task of the play will. The workflow runner sets it
+        false for the jobs it runs, and removes them itself after an
+        interrupt.
+    type: bool
+    default: true
 extends_documentation_fragment:
   - fuzz.multinode.attributes
 attributes:

@@ -59,6 +59,15 @@ options:
   node:
     description: The node's name in the job spec; by default the task's inventory host.
     type: str
+  interrupt_ends_run:
+    description:
+      - With O(state=present) - whether a play interrupted while the node
+        registers the job ends the job's run with it. The registration is
+        then undone with the run's ephemeral volumes on the node, which no
+        later task of the play will remove (as M(fuzz.multinode.launch_job)'s
+        option of that name).
+    type: bool
+    default: true
 extends_documentation_fragment:
   - fuzz.multinode.attributes
 attributes:

@@ -336,11 +336,11 @@ def run_job(fuzzfile, logs, extra_vars=None, timeout=PLAYBOOK_TIMEOUT, args=()):
     return run
 
 
-def start_playbook(fuzzfile, logs, out_path):
+def start_playbook(fuzzfile, logs, out_path, extra_vars=None):
     """run-job.yml on a Fuzzfile, started in a session of its own (a
     terminal's process group, for signals to it) with its output going to
     `out_path`; the process."""
-    argv, env = playbook(fuzzfile, logs)
+    argv, env = playbook(fuzzfile, logs, extra_vars)
     with open(out_path, "w") as out:
         return subprocess.Popen(argv, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT,
                                 start_new_session=True)

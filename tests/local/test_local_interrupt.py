@@ -2,10 +2,14 @@
 machine): the job stops, its log says why, and nothing of it is left
 behind, although no play comes to clean up after an interrupted one: no
 process, no rank host names in /etc/hosts, no job directory (the job's spec,
-secrets and pinned namespaces)."""
+secrets and pinned namespaces), and no ephemeral volume of its run (the
+run ends with the job)."""
 
 import os
+import shutil
 import signal
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -14,16 +18,21 @@ import local_jobs as lj
 JOB = "local-interrupted"
 FUZZFILE = """\
 version: v4
+volumes:
+  scratch:
+    use: ephemeral
 jobs:
   %s:
     image:
       uri: docker://mirror.gcr.io/library/debian:bookworm
     env:
       - MULTINODE_WRAPPER_FORWARD_STREAMS=1
+    mounts:
+      /scratch: scratch
     script: |
       #!/bin/sh
       . /multinode/generic-helper
-      exec_all 'echo "$HOSTNAME sleeps"; sleep 1000'
+      exec_all 'echo "$HOSTNAME" >"/scratch/$HOSTNAME"; echo "$HOSTNAME sleeps"; sleep 1000'
     multinode:
       nodes: 2
       implementation: generic
@@ -53,18 +62,23 @@ def test_ctrl_c_stops_the_job_and_leaves_nothing_of_it_on_this_machine(workdir, 
     fuzzfile = directory / "interrupted.yml"
     fuzzfile.write_text(FUZZFILE)
     out_path = directory / "interrupted.out"
-    proc = lj.start_playbook(fuzzfile, directory / "logs", out_path)
+    volume_root = Path(tempfile.mkdtemp(prefix="fmn-local-interrupt-", dir="/var/tmp")) / "volumes"
+    volume_root.parent.chmod(0o755)  # as test_local_volumes: a root the job user can reach
+    proc = lj.start_playbook(fuzzfile, directory / "logs", out_path, {"fuzz_multinode_volume_root": volume_root})
     try:
         lj.wait_for_output(proc, out_path, WHEN[when], 180)
         assert os.path.exists(lj.registry.job_dir(JOB))  # what must go
+        assert len(os.listdir(volume_root / "ephemeral")) == 1  # the run's
         os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C, as a terminal sends it
         rc = proc.wait(timeout=120)
         output = out_path.read_text()
         state = lj.machine_state([JOB])
         assert rc != 0, output[-6000:]
         assert state == lj.cleaned(state, [JOB]), output[-6000:]
+        assert os.listdir(volume_root / "ephemeral") == [], output[-6000:]
         log = (directory / "logs" / (JOB + ".log")).read_text().splitlines()
         assert ("multinode-ssh-wrapper: job %s canceled by the controller: "
                 "the playbook was interrupted (SIGINT)" % JOB) in log, log
     finally:
         lj.end_playbook(proc, [JOB])
+        shutil.rmtree(volume_root.parent, ignore_errors=True)

@@ -81,11 +81,16 @@ def test_requests_of_another_run_are_refused_and_change_nothing(node, capsys):
         control.status("jb", RUN, 0, 0)
 
 
-def test_a_cancel_request_is_what_the_supervisor_reads(node, capsys):
-    code, answer, _ = run_cli(capsys, "cancel", "ja", "--run", RUN, "the controller: interrupted (SIGINT)")
+@pytest.mark.parametrize("run_ends", [False, True])
+def test_a_cancel_request_is_what_the_supervisor_reads(node, capsys, run_ends):
+    """The reason, and whether the run ends with the job (then the
+    teardown's requests to the workers say so)."""
+    flags = ["--run-volumes"] if run_ends else []
+    code, answer, _ = run_cli(capsys, "cancel", "ja", "--run", RUN, *flags, "the controller: interrupted (SIGINT)")
     assert (code, answer) == (0, {"changed": True, "job": "ja"})
     supervisor = Supervisor(JobSpec.from_dict(json.loads(open(registry.job_path("ja", registry.SPEC_FILE)).read())))
     assert supervisor.cancel_requested() == "the controller: interrupted (SIGINT)"
+    assert supervisor.run_ends_with_job() is run_ends
 
 
 def test_the_supervisor_never_reads_a_cancel_request_without_its_reason(node, capsys):

@@ -176,6 +176,49 @@ def test_cleanup_by_hand_without_a_run_removes_any_run(node):
     assert claims.held_run("ja") is None
 
 
+def run_volumes(root):
+    """Two runs' ephemeral volumes and a persistent one, each with a file."""
+    for path in (root / "ephemeral" / FIRST / "scratch", root / "ephemeral" / SECOND / "scratch",
+                 root / "persistent" / "keep"):
+        path.mkdir(parents=True)
+        (path / "file").write_text("kept?\n")
+
+
+def test_cleanup_with_run_volumes_removes_its_runs_ephemeral_volumes_only(node, capsys):
+    """An interrupted play's cleanup when the run ends with the job: that
+    run's ephemeral volumes go, where the job's spec places them; another
+    run's and the persistent ones stay. Without the flag, and for a job
+    another run holds, none go."""
+    root = node / "volumes"
+    data = dict(spec_data(FIRST), volume_root=str(root))
+    prepare_job(data, JobSpec.from_dict(data), "node-1")
+    run_volumes(root)
+    teardown.cleanup("ja", everywhere=False, run=SECOND, run_volumes=True)  # held by FIRST: left alone
+    cli.cmd_cleanup(["ja", "--run", FIRST])
+    assert sorted(os.listdir(root / "ephemeral")) == [FIRST, SECOND]
+    prepare_job(data, JobSpec.from_dict(data), "node-1")
+    capsys.readouterr()
+    cli.cmd_cleanup(["ja", "--run", FIRST, "--run-volumes"])
+    assert json.loads(capsys.readouterr().out)["job"] == "ja"
+    assert claims.held_run("ja") is None
+    assert os.listdir(root / "ephemeral") == [SECOND]
+    assert (root / "ephemeral" / SECOND / "scratch" / "file").exists()
+    assert (root / "persistent" / "keep" / "file").exists()
+
+
+@pytest.mark.parametrize("asked", [True, False])
+def test_a_worker_asked_to_clean_up_with_run_volumes_removes_its_runs_ephemeral_volumes(node, asked):
+    """A worker's part of the head's `cleanup --everywhere --run-volumes`:
+    the cleanup request from the head, with `run_volumes`."""
+    root = node / "volumes"
+    data = dict(spec_data(FIRST), volume_root=str(root))
+    prepare_job(data, JobSpec.from_dict(data), "node-2")
+    run_volumes(root)
+    teardown.stop_on_request(JobSpec.from_dict(data), "node-2", unregister=True, run_volumes=asked)
+    assert claims.held_run("ja") is None
+    assert sorted(os.listdir(root / "ephemeral")) == ([SECOND] if asked else [FIRST, SECOND])
+
+
 def test_secrets_of_another_run_are_refused(node, monkeypatch):
     prepare(FIRST)
     with pytest.raises(RuntimeFailure) as info:

@@ -15,8 +15,11 @@
                         result once it has, and the job log from byte N on
                         (the part the controller has not shown yet); a
                         heartbeat. Waits up to S seconds for the job's end
-  cancel JOB [--run RUN] REASON
-                        (root, head node) ask the supervisor to cancel the job
+  cancel JOB [--run RUN] [--run-volumes] REASON
+                        (root, head node) ask the supervisor to cancel the
+                        job; --run-volumes: the run ends with it, and its
+                        teardown removes the run's ephemeral volumes on the
+                        worker nodes it unregisters the job on
   head JOB [--controller-timeout SECONDS]
                         (root, head node) run rank 0 and supervise the job;
                         prints the job's result as JSON
@@ -48,14 +51,15 @@
   volume-read           (root; the read as the job user) a piece of a file
                         in a volume, for the controller (a file:// egress
                         destination); the request (JSON) on stdin
-  cleanup JOB [--run RUN] [--everywhere] [--logs] [--job-log]
+  cleanup JOB [--run RUN] [--everywhere] [--logs] [--job-log] [--run-volumes]
                         (root) kill every process of JOB on this node,
                         remove the files it placed, unregister it; prints
                         JSON. --everywhere (head): on the job's other nodes
                         too, when no play will (the playbook was interrupted).
                         --logs: the answer carries the logs of the job's
                         ranks here (control.node_logs), --job-log also the
-                        job log's path
+                        job log's path. --run-volumes: the ephemeral volumes
+                        of the job's run too (the run ends with the job)
   show [JOB]            (root) what this node holds of JOB, as JSON: its
                         run, whether it is registered, its secrets are kept
                         or its host names listed, and its logs; without JOB
@@ -184,10 +188,12 @@ def cmd_status(args):
 
 def cmd_cancel(args):
     args, values = take_options(args, ("run",))
+    run_volumes = "--run-volumes" in args
+    args = [arg for arg in args if arg != "--run-volumes"]
     if len(args) != 2:
-        raise RuntimeFailure("usage: cancel JOB [--run RUN] REASON")
+        raise RuntimeFailure("usage: cancel JOB [--run RUN] [--run-volumes] REASON")
     from .control import cancel
-    print(json.dumps(cancel(args[0], values.get("run"), args[1])))
+    print(json.dumps(cancel(args[0], values.get("run"), args[1], run_volumes)))
 
 
 def cmd_show(args):
@@ -229,11 +235,12 @@ def cmd_secrets(args):
 def cmd_cleanup(args):
     args, run = take_run(args)
     flags = set(args[1:])
-    if not args or len(flags) != len(args) - 1 or not flags <= {"--everywhere", "--logs", "--job-log"}:
-        raise RuntimeFailure("usage: cleanup JOB [--run RUN] [--everywhere] [--logs] [--job-log]")
+    if not args or len(flags) != len(args) - 1 or not flags <= {"--everywhere", "--logs", "--job-log",
+                                                                 "--run-volumes"}:
+        raise RuntimeFailure("usage: cleanup JOB [--run RUN] [--everywhere] [--logs] [--job-log] [--run-volumes]")
     from .teardown import cleanup
-    print(json.dumps(cleanup(args[0], everywhere="--everywhere" in flags, run=run,
-                             logs="--logs" in flags, job_log="--job-log" in flags)))
+    print(json.dumps(cleanup(args[0], everywhere="--everywhere" in flags, run=run, logs="--logs" in flags,
+                             job_log="--job-log" in flags, run_volumes="--run-volumes" in flags)))
 
 
 def cmd_remove_volumes(args):

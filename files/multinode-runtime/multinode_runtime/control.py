@@ -96,10 +96,13 @@ def _ready(job):
         return {}
 
 
-def cancel(job, run, reason):
+def cancel(job, run, reason, run_volumes=False):
     """Ask the head supervisor to cancel the job (it stops the job on every
-    node and writes its result)."""
+    node and writes its result); with `run_volumes` the run ends with the
+    job, said before the cancel itself so that the teardown sees it."""
     check_run(job, run)
+    if run_volumes:
+        registry.write_file(registry.job_path(job, registry.RUN_ENDS_FILE), "", 0o600)
     registry.write_file(registry.job_path(job, registry.CANCEL_FILE), reason + "\n", 0o600)
     return {"changed": True, "job": job}
 

@@ -65,7 +65,8 @@ def serve_launch(original, over_ssh=False):
             return hold(spec, node, out, bool(request.get("agent")))
         if request.get("cleanup"):
             answer = stop_on_request(spec, node, bool(request.get("unregister")),
-                                     hand_over=bool(request.get("hand_over")))
+                                     hand_over=bool(request.get("hand_over")),
+                                     run_volumes=request.get("run_volumes") is True)
             send_frame(out, FRAME_STDOUT, json.dumps(answer).encode())
             send_frame(out, FRAME_EXIT, b"0")
             return 0

@@ -56,6 +56,7 @@ AGENT_REQUESTS = "requests"       # in AGENT_DIR: the agent's request FIFO
 RESULT_FILE = "result.json"       # the head supervisor's result
 HEARTBEAT_FILE = "heartbeat"      # touched by every poll of the controller
 CANCEL_FILE = "cancel"            # the controller's cancel request
+RUN_ENDS_FILE = "run-ends"        # with it: the run ends with the job (its ephemeral volumes go)
 READY_FILE = "ready"              # a service's: its readiness probe passed (readiness.py)
 SUPERVISOR_PID_FILE = "supervisor.pid"  # the head supervisor, started by `start`
 SUPERVISOR_OUT_FILE = "supervisor.out"  # what it printed (said when it ends without a result)

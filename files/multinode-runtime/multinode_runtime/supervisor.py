@@ -197,7 +197,11 @@ class Supervisor:
                  if node not in self.lost_nodes}
         if not nodes:
             return
-        records, handed = clean_nodes(self.spec, self.user, nodes, unregister=False, hand_over=True)
+        # A worker that unregisters the job also removes the run's ephemeral
+        # volumes when the run ends with the job: the head's `cleanup
+        # --everywhere --run-volumes` after it no longer reaches that worker.
+        records, handed = clean_nodes(self.spec, self.user, nodes, unregister=False, hand_over=True,
+                                      run_volumes=self.run_ends_with_job())
         self.remote_calls += records
         keep_handed_logs(self.job, handed)
         self.torn_down = sorted(handed)
@@ -222,6 +226,11 @@ class Supervisor:
                 return handle.read().decode(errors="replace").strip() or "the controller"
         except FileNotFoundError:
             return None
+
+    def run_ends_with_job(self):
+        """Whether the controller's cancel said the run ends with the job
+        (an interrupted play that runs one job at a time)."""
+        return os.path.exists(registry.job_path(self.job, registry.RUN_ENDS_FILE))
 
     def _on_signal(self, signum, frame):
         if self.cancelled is None:

@@ -8,7 +8,10 @@ and unregisters the job there and then; the head keeps those logs for the
 play's `cleanup JOB --logs` there, which brings them home with its own, so
 the play cleans up only the head and the workers that did not (their logs
 too large, or no answer). An interrupted playbook, which no play cleans up
-after, runs `cleanup JOB --everywhere` on the head instead.
+after, runs `cleanup JOB --everywhere` on the head instead, with
+`--run-volumes` when the run ends with the job (one job at a time in the
+play): the run's ephemeral volumes go too, which the play would have
+removed after its last job.
 """
 
 import json
@@ -26,6 +29,7 @@ from .processes import kill_job_processes, recorded_namespaces, release_namespac
 from .sandbox import remove_sandbox
 from .spec import KILL_GRACE, load_spec
 from .transport import transport_for
+from .volumes import remove_run
 from .wire import FRAME_STDOUT, FrameReader
 
 # Seconds, beyond the job's kill grace, a node has to answer a cleanup request.
@@ -50,12 +54,13 @@ def cleanup_job(job, grace, user):
     return killed
 
 
-def cleanup(job, everywhere, run=None, logs=False, job_log=False):
-    """`cleanup JOB [--run RUN] [--everywhere] [--logs] [--job-log]`: the
-    job's teardown on this node (and with `everywhere`, first on the job's
-    other nodes); the JSON result, with `logs` the logs of its ranks here
-    (control.node_logs). With a run, a job another run holds here is left
-    alone."""
+def cleanup(job, everywhere, run=None, logs=False, job_log=False, run_volumes=False):
+    """`cleanup JOB [--run RUN] [--everywhere] [--logs] [--job-log]
+    [--run-volumes]`: the job's teardown on this node (and with
+    `everywhere`, first on the job's other nodes; with `run_volumes` the
+    ephemeral volumes of its run too, which its spec places); the JSON
+    result, with `logs` the logs of its ranks here (control.node_logs).
+    With a run, a job another run holds here is left alone."""
     with claims_locked():
         if not holds(job, run):
             return {"changed": False, "job": job, "killed": 0, "held_by": held_run(job)}
@@ -66,9 +71,11 @@ def cleanup(job, everywhere, run=None, logs=False, job_log=False):
         except (RuntimeFailure, OSError):
             pass  # not registered here (any more): only the hosts block to clear
         if spec is not None and everywhere:  # (local mode: no other node)
-            clean_nodes(spec, user, spec.nodes_except(node), unregister=True)
+            clean_nodes(spec, user, spec.nodes_except(node), unregister=True, run_volumes=run_volumes)
         handed = read_handed_logs(job) if logs else []
         killed = cleanup_job(job, grace, user)
+        if spec is not None and run_volumes:
+            remove_run_volumes(spec)
     answer = {"changed": killed > 0, "job": job, "killed": killed}
     if logs and spec is not None:
         from .control import node_logs
@@ -77,13 +84,14 @@ def cleanup(job, everywhere, run=None, logs=False, job_log=False):
     return answer
 
 
-def stop_on_request(spec, node, unregister, hand_over=False):
+def stop_on_request(spec, node, unregister, hand_over=False, run_volumes=False):
     """A cleanup request from the head on a worker: stop what is left of the
     job here; returns the node's call records, for the job's summary. With
     `hand_over` (the job's teardown), {"records", "logs"}: when the logs of
     the job's ranks here all fit in the answer (control.node_logs), they
     are in it and the job is unregistered here (the play need not come);
-    else "logs" is None and the play's cleanup brings them."""
+    else "logs" is None and the play's cleanup brings them. With
+    `run_volumes` (and `unregister`) the run's ephemeral volumes go too."""
     user = job_user(spec)
     kill_job_processes(recorded_namespaces(spec.job), spec.kill_grace, user, run_cgroups(spec.job))
     forget_secrets(spec.job)
@@ -99,10 +107,23 @@ def stop_on_request(spec, node, unregister, hand_over=False):
         # Nothing is left to kill: the rest of the registration.
         with claims_locked():
             cleanup_job(spec.job, spec.kill_grace, user)
+        if run_volumes:
+            remove_run_volumes(spec)
     return {"records": records, "logs": logs} if hand_over else records
 
 
-def clean_nodes(spec, user, nodes, unregister, hand_over=False):
+def remove_run_volumes(spec):
+    """The ephemeral volumes of the job's run on this node, where its spec
+    (not a request) places them; a failure is said, the teardown goes on."""
+    if not spec.run:
+        return
+    try:
+        remove_run(spec.volume_root, spec.run)
+    except (RuntimeFailure, OSError) as exc:
+        sys.stderr.write("multinode-runtime: the ephemeral volumes of run %s: %s\n" % (spec.run, exc))
+
+
+def clean_nodes(spec, user, nodes, unregister, hand_over=False, run_volumes=False):
     """Send the cleanup request to `nodes` ({node: a rank on it}) in
     parallel, over fresh ssh connections as the job user (the multiplexed
     ones are gone by now): each node stops what is left of the job there,
@@ -113,6 +134,8 @@ def clean_nodes(spec, user, nodes, unregister, hand_over=False):
     request = {"job": spec.job, "run": spec.run, "cleanup": True, "unregister": unregister}
     if hand_over:
         request["hand_over"] = True
+    if run_volumes:
+        request["run_volumes"] = True
     calls = {node: spawn_as(user, transport_for(spec, rank).command(request, fresh=True),
                             rank_environment(spec, spec.head, user), "/",
                             subprocess.DEVNULL, subprocess.PIPE, subprocess.DEVNULL)

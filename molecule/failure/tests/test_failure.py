@@ -279,6 +279,17 @@ def nodes_holding_secrets(job):
     return [node for node in NODES if node_runtime.show(node, job)["secrets"]]
 
 
+EPHEMERAL_VOLUMES = "/var/lib/fuzz-multinode/volumes/ephemeral"  # each node's own (the role's default root)
+
+
+def ephemeral_volumes():
+    """{node: [run/volume]} of the ephemeral volumes each node holds, nodes
+    with none left out."""
+    found = {node: docker("exec", node, "sh", "-c", "cd %s 2>/dev/null && ls -d -- */* 2>/dev/null; true"
+                          % EPHEMERAL_VOLUMES).stdout.split() for node in NODES}
+    return {node: volumes for node, volumes in found.items() if volumes}
+
+
 def nodes_where_registered(job):
     """The nodes where anything of the job's registration is left: its
     directory (spec, secrets, pinned namespaces) or its rank host names."""
@@ -307,13 +318,20 @@ def test_interrupted_playbook_stops_the_job_on_every_node(tmp_path, how):
     cancel the job.) The controller's job log keeps what the job printed
     before the interrupt, and the line saying why it ended: at once when
     ansible-playbook returns after Ctrl-C, soon after for the others
-    (ansible-playbook ends at once; its worker process finishes the log)."""
+    (ansible-playbook ends at once; its worker process finishes the log).
+    The job's secrets, its registration and the run's ephemeral volume,
+    which each node keeps on its own storage, are gone too."""
     job = "interrupted-" + how.lower()
+    volumes_before = ephemeral_volumes()
     started = StartedJob("interrupted.yml", tmp_path, job, args=SECRET_ARGS)
     try:
         started.wait_until_running([HEAD, WORKER])
         assert nodes_holding_secrets(job) == [HEAD, WORKER]  # a 2-node job
         assert nodes_where_registered(job) == [HEAD, WORKER]
+        made = {node: new for node, new in ((node, sorted(set(volumes) - set(volumes_before.get(node, []))))
+                                            for node, volumes in ephemeral_volumes().items()) if new}
+        # The run's volume, on each node's own storage.
+        assert len(made.get(HEAD, [])) == 1 and made == {HEAD: made[HEAD], WORKER: made[HEAD]}, made
         shown = "[%s] %s-1 sleeps" % (job, job)  # the worker's line, on the terminal
         deadline = time.monotonic() + 30
         while shown not in started.output() and time.monotonic() < deadline:
@@ -358,6 +376,9 @@ def test_interrupted_playbook_stops_the_job_on_every_node(tmp_path, how):
             time.sleep(0.5)
         assert nodes_holding_secrets(job) == []
         assert nodes_where_registered(job) == []
+        # The run ended with the job, and no later task will remove its
+        # ephemeral volume: on either node.
+        assert ephemeral_volumes() == volumes_before
     finally:
         started.stop()
         unregister(job)

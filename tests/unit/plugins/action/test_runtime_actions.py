@@ -80,11 +80,14 @@ def worker_signals():
 @pytest.mark.parametrize("said", [answer(job="hello", node="node-1", run="r1"),
                                     (1, "", "multinode-runtime: node-1: cwd /work does not exist\n")],
                          ids=["registered", "refused"])
-def test_ctrl_c_while_the_node_registers_the_job_unregisters_it_there_then_ends_the_worker(worker_signals, said):
+@pytest.mark.parametrize("ends_run", [True, False], ids=["run-ends", "runner-member"])
+def test_ctrl_c_while_the_node_registers_the_job_unregisters_it_there_then_ends_the_worker(worker_signals, said,
+                                                                                            ends_run):
     """Ctrl-C while the node registers the job (it pulls the image then):
     the registration is not cut off (the node would finish it all the
     same, and no play undoes it); once the node has answered, the job of
-    this run is unregistered there, and then the worker gets the signal."""
+    this run is unregistered there, with the run's ephemeral volumes when
+    the run ends with the job, and then the worker gets the signal."""
     def interrupted():
         os.kill(os.getpid(), signal.SIGINT)
         os.kill(os.getpid(), signal.SIGTERM)  # Ansible's main process follows with it
@@ -92,11 +95,11 @@ def test_ctrl_c_while_the_node_registers_the_job_unregisters_it_there_then_ends_
         return said
 
     host = Host(interrupted, answer(changed=False, job="hello", killed=0))
-    action(NodeJob, dict(job="hello", run="r1", spec=dict(SPEC, kill_grace=3)), host).run(
-        task_vars={"inventory_hostname": "node-1"})
+    action(NodeJob, dict(job="hello", run="r1", spec=dict(SPEC, kill_grace=3), interrupt_ends_run=ends_run),
+           host).run(task_vars={"inventory_hostname": "node-1"})
     (prepare, _), (cleanup, stdin) = host.commands
     assert prepare.endswith(" prepare --node node-1")
-    assert cleanup.endswith(" cleanup hello --run r1") and stdin is None
+    assert cleanup.endswith(" cleanup hello --run r1" + (" --run-volumes" if ends_run else "")) and stdin is None
     assert worker_signals[:1] == [signal.SIGINT]
 
 
@@ -132,7 +135,7 @@ def test_the_playbook_killed_while_the_node_registers_the_job_unregisters_it_the
     result = action(NodeJob, dict(job="hello", run="r1", spec=SPEC), host).run(
         task_vars={"inventory_hostname": "node-1"})
     (prepare, _), (cleanup, _) = host.commands
-    assert prepare.endswith(" prepare --node node-1") and cleanup.endswith(" cleanup hello --run r1")
+    assert prepare.endswith(" prepare --node node-1") and cleanup.endswith(" cleanup hello --run r1 --run-volumes")
     assert result["failed"] and result["msg"] == "job hello unregistered on node-1: the playbook process ended"
     # The worker's handlers are as they were (not ignored: its children would inherit that).
     assert {sig: signal.getsignal(sig) for sig in handlers} == handlers
@@ -176,6 +179,31 @@ def test_launch_job_streams_the_log_a_short_jobs_start_brings_and_returns_its_re
     assert (tmp_path / "hello.log").read_bytes() == b"hello\n"
     assert result["status"] == "FINISHED" and result["log_complete"] is True
     assert not {"log_data", "log_size", "pid", "started", "kill_grace"} & set(result)
+
+
+@pytest.mark.parametrize("ends_run", [True, False], ids=["run-ends", "runner-member"])
+def test_ctrl_c_while_the_job_runs_cancels_it_and_cleans_up_everywhere_from_the_head(worker_signals, tmp_path,
+                                                                                      ends_run):
+    """Ctrl-C while the job runs: the head is asked to cancel it, polled
+    until its teardown ended, then to clean up on every node of the job
+    (no play comes to); both say when the run ends with the job, so that
+    its ephemeral volumes go too; then the worker gets the signal."""
+    def running():
+        os.kill(os.getpid(), signal.SIGINT)
+        return answer(finished=False, status="RUNNING", started=True, pid=7, kill_grace=1)
+
+    host = Host(running, answer(changed=True), answer(finished=True, status="CANCELED", message="canceled"),
+                answer(changed=True, job="hello", killed=0))
+    result = action(LaunchJob, dict(job="hello", run="r1", log_file=str(tmp_path / "hello.log"),
+                                    interrupt_ends_run=ends_run), host).run(task_vars={})
+    # Each as "SUBCOMMAND ARGUMENTS", the runtime's path and the job's name left out.
+    commands = [head.split()[-1] + " " + rest for head, rest in
+                (command.split(" hello ", 1) for command, _ in host.commands)]
+    run_volumes = " --run-volumes" if ends_run else ""
+    assert commands[1] == "cancel --run r1%s 'the controller: the playbook was interrupted (SIGINT)'" % run_volumes
+    assert commands[2].startswith("status --run r1 "), commands
+    assert commands[3] == "cleanup --run r1 --everywhere" + run_volumes, commands
+    assert result["status"] == "CANCELED" and worker_signals[:1] == [signal.SIGINT]
 
 
 def test_launch_job_fails_with_the_heads_refusal(tmp_path):
