@@ -119,3 +119,38 @@ def test_a_workflow_of_services_only_runs_until_ctrl_c_which_stops_them_and_leav
         assert state == lj.cleaned(state, ["notebook"]), output[-6000:]
     finally:
         lj.end_playbook(proc, ["notebook"])
+
+
+ENDS_EARLY = """\
+version: v4
+services:
+  flaky:
+    image: {uri: docker://mirror.gcr.io/library/python:3.11-slim}
+    command: [/bin/sh, -c, 'echo "starting, then giving up"; exit 0']
+    readiness-probe:
+      tcp-socket: {port: %(port)d}
+      period-seconds: 1
+jobs:
+  client:
+    image: {uri: docker://mirror.gcr.io/library/python:3.11-slim}
+    depends-on: [{name: flaky, status: RUNNING}]
+    command: [echo, never]
+"""
+
+
+def test_a_service_that_ends_before_it_is_ready_fails_and_its_dependant_is_not_run(workdir):
+    """Even with status 0: it never served. The service's failure and its
+    dependant's message name the service and what its probe last said."""
+    directory = workdir / "ends-early"
+    directory.mkdir()
+    fuzzfile = directory / "ends-early.yml"
+    fuzzfile.write_text(ENDS_EARLY % {"port": free_port()})
+    run = lj.run_job(fuzzfile, directory / "logs")
+    assert run.rc != 0, run
+    failed = run.failed_jobs()
+    assert re.fullmatch(r"service flaky ended before it was ready: rank 0 \(flaky-0 on \S+\) exited with status 0; "
+                        r"its readiness-probe (tcp-socket had not run yet|tcp-socket 127\.0\.0\.1:\d+: .*)",
+                        failed["flaky"]), failed
+    assert failed["client"] == ("job client not run: it needs service flaky RUNNING, which ended (FAILED before "
+                                "it was ready): " + failed["flaky"]), failed
+    assert run.state == lj.cleaned(run.state, ["flaky", "client"]), run

@@ -94,6 +94,27 @@ def test_an_exec_probe_that_keeps_failing_gives_the_service_up_after_the_ready_t
     assert service.told() is None
 
 
+def test_a_service_that_ends_before_it_is_ready_is_told_what_its_probe_last_said(loop):
+    """What the supervisor adds to the failure of a service whose rank 0
+    ended before it was ready: the probe's last word, or that it had not
+    run yet; nothing once it was ready, or for a service without a probe."""
+    service = loop({"exec": {"command": ["sh", "-c", "echo down; exit 1"]}, "initial-delay-seconds": 30})
+    service.readiness.check({})
+    assert service.readiness.not_ready_note() == "its readiness-probe exec had not run yet"
+    service = loop({"exec": {"command": ["sh", "-c", "echo down; exit 1"]}, "period-seconds": 1})
+    deadline = time.monotonic() + 10
+    while service.readiness.last is None and time.monotonic() < deadline:
+        service.readiness.check(reap_children())
+        time.sleep(0.02)
+    assert service.readiness.not_ready_note() == "its readiness-probe exec sh -c echo down; exit 1: exit status 1: down"
+    ready = loop({"exec": {"command": ["true"]}, "period-seconds": 1})
+    ready.until_ready(10)
+    assert ready.readiness.not_ready_note() is None
+    without = loop(None)
+    without.readiness.check({})
+    assert without.readiness.not_ready_note() is None
+
+
 def test_an_exec_probe_over_its_timeout_is_killed_and_fails(loop):
     service = loop({"exec": {"command": ["sleep", "30"]}, "period-seconds": 1, "timeout-seconds": 1},
                    ready_timeout=1.5)

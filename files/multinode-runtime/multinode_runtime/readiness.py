@@ -57,7 +57,7 @@ class Readiness:
         self.needed = int(probe.get("success-threshold", 1))
         self.next_at = self.started + float(probe.get("initial-delay-seconds", 0))
         self.passes = 0
-        self.last = "no probe ran yet"
+        self.last = None  # what the last probe said
         self.running = None  # the probe under way: a _NetworkProbe or an _ExecProbe
 
     def check(self, reaped):
@@ -82,10 +82,20 @@ class Readiness:
                 return
         if now - self.started > self.ready_timeout:
             raise RuntimeFailure("service %s did not become ready within %g s: its readiness-probe %s" % (
-                self.job, self.ready_timeout, self.last))
+                self.job, self.ready_timeout, self._last_said()))
         if now >= self.next_at:
             self.next_at = now + self.period
             self.running = self._start()
+
+    def not_ready_note(self):
+        """For a service whose rank 0 ended: None when it had become ready
+        (or has no probe), else what its probe last said, for the failure."""
+        if self.ready or self.probe is None:
+            return None
+        return "its readiness-probe %s" % self._last_said()
+
+    def _last_said(self):
+        return self.last or "%s had not run yet" % probe_name(self.probe)
 
     def stop(self):
         """The service ends: a probe under way is abandoned (an exec

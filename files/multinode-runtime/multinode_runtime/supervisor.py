@@ -167,11 +167,15 @@ class Supervisor:
             if failure.get("lost"):
                 self.lost_nodes.add(failure["node"])
             return failure_result(failure)
-        if status == 0:
+        not_ready = self.readiness.not_ready_note() if self.readiness is not None else None
+        if status == 0 and not_ready is None:
             return {"rc": 0, "status": "FINISHED", "message": "job %s finished" % self.job}
-        return {"rc": status, "failed_rank": self.head.summary(status),
-                "message": "rank 0 (%s on %s) exited with status %d" % (
-                    self.head.name, self.head.node, status)}
+        ended = "rank 0 (%s on %s) exited with status %d" % (self.head.name, self.head.node, status)
+        if not_ready is not None:
+            # It never served: whatever its status, its dependants must be told why.
+            return {"rc": status, "status": "FAILED", "failed_rank": self.head.summary(status),
+                    "message": "service %s ended before it was ready: %s; %s" % (self.job, ended, not_ready)}
+        return {"rc": status, "failed_rank": self.head.summary(status), "message": ended}
 
     def check_stop(self, timeout_at):
         """Raise TimedOut or Cancelled when the job must stop now."""
