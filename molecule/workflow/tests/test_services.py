@@ -10,9 +10,9 @@ would fail); the jobs reach it through FB_ENDPOINT_URL_<NAME> and the name
 as a job's do; a service is stopped once the jobs that need it ended, and
 that is the workflow's success; each service has its log, streamed live; a
 service that never becomes ready fails, its dependants are not run, and
-the message names the service and its probe; nothing of any of it is left
-on a node. Ctrl-C while several jobs run cancels every one of them on
-every node."""
+the message names the service and its probe, and so does one that exits
+before it is ready; nothing of any of it is left on a node. Ctrl-C while
+several jobs run cancels every one of them on every node."""
 
 import os
 import re
@@ -107,8 +107,9 @@ def never_ready(tmp_path_factory):
 
 def test_a_service_that_never_becomes_ready_fails_and_its_dependant_is_not_run(never_ready):
     assert never_ready.rc != 0, never_ready
-    assert never_ready.outcome_rows() == {"stuck": "FAILED", "waits": "NOT_RUN"}, never_ready
-    assert never_ready.started() == ["stuck"], never_ready
+    assert never_ready.outcome_rows() == {"stuck": "FAILED", "quits": "FAILED", "waits": "NOT_RUN",
+                                          "waits-too": "NOT_RUN"}, never_ready
+    assert sorted(never_ready.started()) == ["quits", "stuck"], never_ready
     address = node_address(never_ready.hosts("stuck")[0])
     given_up = ("service stuck did not become ready within 6 s: its readiness-probe tcp-socket %s:8473: "
                 % address)
@@ -116,6 +117,19 @@ def test_a_service_that_never_becomes_ready_fails_and_its_dependant_is_not_run(n
     failure = never_ready.failure()
     assert "job waits not run: it needs service stuck RUNNING, which ended (FAILED before it was ready): " \
            + given_up in failure, failure
+
+
+def test_a_service_that_exits_before_it_is_ready_fails_and_its_dependant_is_not_run(never_ready):
+    """quits exits with status 0 before its probe passed: it never served,
+    so it is FAILED, and the message (its own and its dependant's) names
+    the service and what its probe last saw."""
+    head = never_ready.hosts("quits")[0]
+    ended = ("service quits ended before it was ready: rank 0 (quits-0 on %s) exited with status 0; "
+             "its readiness-probe tcp-socket %s:8474: " % (head, node_address(head)))
+    failure = never_ready.failure()
+    assert "quits FAILED: " + ended in failure, failure
+    assert "job waits-too not run: it needs service quits RUNNING, which ended (FAILED before it was ready): " \
+           + ended in failure, failure
 
 
 def test_a_service_that_never_becomes_ready_leaves_nothing(never_ready):
