@@ -533,11 +533,15 @@ def plan_resources(job: Job) -> Dict[str, Any]:
     the CPUs it is bound to; None: not bound), ``affinity`` (``CORE``, or
     ``SOCKET``/``NUMA``: the cores all from one socket or NUMA node) and ``memory_bytes``
     (``resource.memory.size``, times the cores when ``memory.by-core``;
-    None: no request). A node that has less refuses the job before it starts."""
+    None: no request) and ``devices`` (``resource.devices``: CDI kind -> how
+    many devices of it each rank or task gets, distinct from every other
+    rank's, task's and job's on its node). A node that has less refuses the
+    job before it starts."""
     memory = job.memory_bytes
     if memory is not None and job.memory_by_core:
         memory *= job.cores or 1
-    return {"cores": job.cores, "affinity": job.affinity, "memory_bytes": memory}
+    return {"cores": job.cores, "affinity": job.affinity, "memory_bytes": memory,
+            "devices": dict(job.devices)}
 
 
 def plan_task_array(

@@ -314,9 +314,9 @@ def test_unsupported_job_features_are_recorded():
         "jobs.solve.resource.cpu.threads: hardware threads selection is not supported yet; "
         "ignored",
         "jobs.solve.resource.cpu.sockets: socket counts are not supported yet; ignored",
-        "jobs.solve.resource.devices: device requests are not supported yet; ignored",
-        "jobs.solve.resource.exclusive: exclusive node use is not supported yet; ignored",
-        "jobs.solve.resource.annotations: resource annotations are not supported yet; ignored",
+        "jobs.solve.resource.exclusive: exclusive node use is not enforced (a node's "
+        "devices are never shared between jobs; its CPUs may be); noted",
+        "jobs.solve.resource.annotations: resource annotations are scheduler hints, not used here; ignored",
         "jobs.solve.policy.retry.attempts: retries are not supported yet (Fuzzball ignores "
         "them too); ignored",
         "jobs.solve.policy.restart: restart policies are not supported yet; ignored",

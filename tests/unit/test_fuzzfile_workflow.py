@@ -282,9 +282,9 @@ def test_v4_everything():
         "jobs.solve.resource.cpu.threads: hardware threads selection is not supported yet; "
         "ignored",
         "jobs.solve.resource.cpu.sockets: socket counts are not supported yet; ignored",
-        "jobs.solve.resource.devices: device requests are not supported yet; ignored",
-        "jobs.solve.resource.exclusive: exclusive node use is not supported yet; ignored",
-        "jobs.solve.resource.annotations: resource annotations are not supported yet; ignored",
+        "jobs.solve.resource.exclusive: exclusive node use is not enforced (a node's "
+        "devices are never shared between jobs; its CPUs may be); noted",
+        "jobs.solve.resource.annotations: resource annotations are scheduler hints, not used here; ignored",
         "jobs.solve.policy.retry.attempts: retries are not supported yet (Fuzzball ignores "
         "them too); ignored",
         "jobs.solve.policy.restart: restart policies are not supported yet; ignored",
@@ -447,22 +447,22 @@ def test_env_precedence_per_key():
 def test_resource_merges_deeply():
     wf = parse(workflow(
         {
-            "a": job(resource={"memory": {"size": "2GB"}, "devices": {"gpu": 2, "fpga": 1},
+            "a": job(resource={"memory": {"size": "2GB"}, "devices": {"nvidia.com/gpu": 2, "xilinx.com/fpga": 1},
                                "annotations": {"b": "job"}}),
             "b": job(resource={"cpu": {"cores": 8}}),
         },
         defaults={
-            "resource": {"cpu": {"cores": 2, "affinity": "NUMA"}, "devices": {"gpu": 1},
+            "resource": {"cpu": {"cores": 2, "affinity": "NUMA"}, "devices": {"nvidia.com/gpu": 1},
                          "annotations": {"a": "wf", "b": "wf"}},
             "job": {"resource": {"memory": {"size": "1GB", "by-core": True}}},
         },
     ))
     a, b = wf.jobs["a"], wf.jobs["b"]
     assert (a.cores, a.affinity, a.memory_bytes, a.memory_by_core) == (2, "NUMA", 2 * 10**9, True)
-    assert a.devices == {"gpu": 2, "fpga": 1}
+    assert a.devices == {"nvidia.com/gpu": 2, "xilinx.com/fpga": 1}
     assert a.resource_annotations == {"a": "wf", "b": "job"}
     assert (b.cores, b.affinity, b.memory_bytes) == (8, "NUMA", 10**9)
-    assert b.devices == {"gpu": 1}
+    assert b.devices == {"nvidia.com/gpu": 1}
     assert b.slots_per_node == 8
 
 
@@ -526,7 +526,8 @@ def test_defaults_notes_are_workflow_notes():
     assert wf.unsupported == [
         "defaults.job.resource.cpu.threads: hardware threads selection is not supported yet; "
         "ignored",
-        "defaults.job.resource.exclusive: exclusive node use is not supported yet; ignored",
+        "defaults.job.resource.exclusive: exclusive node use is not enforced (a node's "
+        "devices are never shared between jobs; its CPUs may be); noted",
         "defaults.job.policy.restart: restart policies are not supported yet; ignored",
     ]
     a = wf.jobs["a"]
@@ -882,10 +883,16 @@ def job_error(**changes):
          "jobs.a.mounts./data.readonly: unknown key; expected one of volume"),
         ({"mounts": {"/data": {"volume": ""}}}, "jobs.a.mounts./data.volume: must not be empty"),
         # resource
-        ({"resource": {"devices": {"gpu": 0}}},
-         "jobs.a.resource.devices.gpu: must be an integer >= 1, got 0"),
-        ({"resource": {"devices": {"gpu": "1"}}},
-         "jobs.a.resource.devices.gpu: must be an integer >= 1, got '1'"),
+        ({"resource": {"devices": {"nvidia.com/gpu": 0}}},
+         "jobs.a.resource.devices.nvidia.com/gpu: must be an integer >= 1, got 0"),
+        ({"resource": {"devices": {"nvidia.com/gpu": "1"}}},
+         "jobs.a.resource.devices.nvidia.com/gpu: must be an integer >= 1, got '1'"),
+        ({"resource": {"devices": {"gpu": 1}}},
+         "jobs.a.resource.devices: device kinds are CDI kinds VENDOR/CLASS, such as "
+         "nvidia.com/gpu, got 'gpu'"),
+        ({"resource": {"devices": {"nvidia.com/": 1}}},
+         "jobs.a.resource.devices: device kinds are CDI kinds VENDOR/CLASS, such as "
+         "nvidia.com/gpu, got 'nvidia.com/'"),
         ({"resource": {"annotations": {"rack": 1}}},
          "jobs.a.resource.annotations.rack: must be a string, got 1 (quote it in YAML)"),
         ({"resource": {"cpu": {"sockets": 0}}},

@@ -245,7 +245,8 @@ def solve_dict(**changes):
         (solve_dict(mounts={"/proc/x": "v"}, volumes={"v": "ephemeral"}),
          "job.mounts./proc/x: '/proc/x' is under /proc, which the runtime provides; mount the "
          "volume elsewhere"),
-        (solve_dict(devices={"gpu": 0}), "job.devices.gpu: must be an integer >= 1, got 0"),
+        (solve_dict(devices={"nvidia.com/gpu": 0}),
+         "job.devices.nvidia.com/gpu: must be an integer >= 1, got 0"),
         (solve_dict(exclusive=None), "job.exclusive: must be a boolean, got null"),
         (solve_dict(restart="always"),
          "job.restart: must be one of on-node-fault, never, got 'always'"),

@@ -190,7 +190,15 @@ def test_task_host_names_must_fit_one_dns_label():
 def test_resources_per_rank_multiply_memory_by_cores_when_by_core():
     job = sweep("sweep:\n  image: {uri: docker://x}\n  command: [\"true\"]\n"
                 "  resource: {cpu: {cores: 3}, memory: {size: 1GiB, by-core: true}}\n")
-    assert plan_resources(job) == {"cores": 3, "affinity": None, "memory_bytes": 3 << 30}
+    assert plan_resources(job) == {"cores": 3, "affinity": None, "memory_bytes": 3 << 30,
+                                   "devices": {}}
     job = sweep("sweep:\n  image: {uri: docker://x}\n  command: [\"true\"]\n"
                 "  resource: {memory: {size: 512MiB}}\n")
-    assert plan_resources(job) == {"cores": None, "affinity": None, "memory_bytes": 512 << 20}
+    assert plan_resources(job) == {"cores": None, "affinity": None, "memory_bytes": 512 << 20,
+                                   "devices": {}}
+
+
+def test_resources_per_rank_carry_the_devices_each_rank_or_task_gets():
+    job = sweep("sweep:\n  image: {uri: docker://x}\n  command: [\"true\"]\n"
+                "  resource: {devices: {nvidia.com/gpu: 2, amd.com/gpu: 1}, exclusive: true}\n")
+    assert plan_resources(job)["devices"] == {"nvidia.com/gpu": 2, "amd.com/gpu": 1}

@@ -101,9 +101,11 @@ LOCATION_KEYS = ("uri", "secret")
 NOTE = {
     "cpu.threads": "hardware threads selection is not supported yet; ignored",
     "cpu.sockets": "socket counts are not supported yet; ignored",
-    "devices": "device requests are not supported yet; ignored",
-    "exclusive": "exclusive node use is not supported yet; ignored",
-    "resource.annotations": "resource annotations are not supported yet; ignored",
+    # resource.devices is carried out (CDI devices allocated on each node):
+    # no note. exclusive and annotations are Fuzzball's scheduler's hints.
+    "exclusive": "exclusive node use is not enforced (a node's devices are never shared "
+    "between jobs; its CPUs may be); noted",
+    "resource.annotations": "resource annotations are scheduler hints, not used here; ignored",
     "retry": "retries are not supported yet (Fuzzball ignores them too); ignored",
     "restart": "restart policies are not supported yet; ignored",
     "network": "network settings are not supported yet; ignored",

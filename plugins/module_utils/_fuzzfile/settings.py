@@ -255,7 +255,7 @@ _RESOURCE_SETTINGS: Tuple[Tuple[Optional[str], Sequence[str], Tuple[_Setting, ..
         ("by-core", "by_core", _bool, None, False),
     )),
     (None, RESOURCE_KEYS, (
-        ("devices", "devices", _devices, "devices", True),
+        ("devices", "devices", _devices, None, False),
         ("exclusive", "exclusive", _bool, "exclusive", True),
         ("annotations", "annotations", _string_map, "resource.annotations", True),
     )),

@@ -9,6 +9,7 @@ FuzzfileError with a message that starts with that path."""
 from __future__ import annotations
 
 import difflib
+import re
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.errors import FuzzfileError
@@ -264,13 +265,24 @@ def _path_map(value: Any, path: str) -> Dict[str, str]:
     return result
 
 
+# A CDI device kind, VENDOR/CLASS (nvidia.com/gpu): the Container Device
+# Interface's rules for both parts (letters, digits, and inside also - _ .).
+DEVICE_KIND_RE = re.compile(
+    r"[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?/[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?\Z"
+)
+
+
 def _devices(value: Any, path: str) -> Dict[str, int]:
+    """``resource.devices``: a CDI device kind (``nvidia.com/gpu``, as the
+    nodes' CDI specifications name it) -> how many devices each rank or
+    task gets of it."""
     data = _mapping(value, path)
     result: Dict[str, int] = {}
     for key, count in data.items():
-        if not isinstance(key, str) or not key:
+        if not isinstance(key, str) or not DEVICE_KIND_RE.match(key):
             raise FuzzfileError(
-                "%s: device names must be non-empty strings, got %s" % (path, _show(key))
+                "%s: device kinds are CDI kinds VENDOR/CLASS, such as nvidia.com/gpu, got %s"
+                % (path, _show(key))
             )
         result[key] = _positive_int(count, _join(path, key))
     return result
