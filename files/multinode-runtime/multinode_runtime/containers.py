@@ -17,7 +17,7 @@ a job-user process's namespaces.
 import os
 import subprocess
 
-from . import image_registry, registry
+from . import devices, image_registry, registry
 from .errors import RuntimeFailure
 
 PODMAN = "/usr/bin/podman"
@@ -146,11 +146,16 @@ def start_container(spec, node, hostname, secrets=None, mounts=()):
             args += ["--volume", "%s:%s:ro" % (path, path)]
     for directory, location in mounts:
         args += ["--volume", "%s:%s:rw" % (directory, location)]
+    args += devices.podman_arguments(spec.job)  # the job's devices here (CDI)
     args += [image, "-c", "read -r _"]
     status, _, why = podman(args)
     if status != 0:
-        raise RuntimeFailure("node %s cannot start the container of job %s (image %s): %s" % (
-            node, spec.job, uri, why or "podman run exited with status %d" % status))
+        hint = ""
+        if "CDI" in why:
+            hint = " (Podman reads the CDI specifications in %s itself; Podman 4.3 takes cdiVersion " \
+                   "0.5.0 and older)" % " and ".join(devices.CDI_DIRS)
+        raise RuntimeFailure("node %s cannot start the container of job %s (image %s): %s%s" % (
+            node, spec.job, uri, why or "podman run exited with status %d" % status, hint))
     status, out, why = podman(["inspect", "--format", "{{.State.Pid}}", name])
     pid = int(out.strip() or 0) if status == 0 and out.strip().isdigit() else 0
     if pid <= 0:

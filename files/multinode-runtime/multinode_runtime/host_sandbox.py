@@ -12,7 +12,9 @@ the job's volumes are at their mount locations (volumes.py) and the volume
 root is empty (the job user owns every run's volumes), and of the
 runtime's state only the run's own job directory and ssh
 control directory are there: the rest of the state and the logs are under
-empty file systems, and the cluster key reads as an empty read-only file.
+empty file systems, and the cluster key reads as an empty read-only file,
+as do the device nodes of the node's CDI devices that are not the job's
+(devices.py): a rank opens only its own job's devices.
 """
 
 import ctypes
@@ -50,12 +52,14 @@ def hidden_paths():
     return [(registry.LOG_DIR, "dir"), (registry.CLUSTER_KEY, "file")]
 
 
-def start(job, mounts=(), volume_root=None):
+def start(job, mounts=(), volume_root=None, hidden_devices=()):
     """Make the run's sandbox here, with the job's volumes (`mounts`,
     [(directory, location)]) at their locations and the rest of the volume
-    root (other runs' volumes) under an empty file system; returns its record: the
-    host pid of its PID 1, and the inodes of its mount and PID namespaces.
-    Raises OSError naming the step that failed."""
+    root (other runs' volumes) under an empty file system, and the device
+    nodes of the node's devices that are not the job's (`hidden_devices`,
+    devices.hidden_paths) reading as empty read-only files; returns its
+    record: the host pid of its PID 1, and the inodes of its mount and PID
+    namespaces. Raises OSError naming the step that failed."""
     ready_r, ready_w = os.pipe()
     middle = os.fork()
     if middle == 0:  # leaves the caller's session, makes the namespaces, forks their PID 1
@@ -66,7 +70,7 @@ def start(job, mounts=(), volume_root=None):
             _check(_libc.unshare(CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC), "unshare")
             holder = os.fork()
             if holder == 0:
-                _holder(job, mounts, volume_root, ready_w)  # never returns
+                _holder(job, mounts, volume_root, hidden_devices, ready_w)  # never returns
             os.write(ready_w, b"%d\n" % holder)
             status = 0
         except OSError as exc:
@@ -87,7 +91,7 @@ def start(job, mounts=(), volume_root=None):
             "pidns": os.stat("/proc/%d/ns/pid" % pid).st_ino}
 
 
-def _holder(job, mounts, volume_root, ready_w):
+def _holder(job, mounts, volume_root, hidden_devices, ready_w):
     """PID 1 of the run's namespaces: set up its mounts, say so, then reap."""
     try:
         for fd in range(3):
@@ -103,8 +107,10 @@ def _holder(job, mounts, volume_root, ready_w):
             if how == "dir" and os.path.isdir(path):
                 _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0755,size=4k")
             elif how == "file" and os.path.isfile(path):
-                _mount(empty, path, None, MS_BIND)
-                _mount(None, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY)
+                _hide_file(empty, path)
+        for path in hidden_devices:
+            if os.path.exists(path) and not os.path.isdir(path):
+                _hide_file(empty, path)
         for directory, location in mounts:
             _mount_volume(directory, location)
         if volume_root and os.path.isdir(volume_root):  # after the binds, which it would hide
@@ -124,6 +130,13 @@ def _holder(job, mounts, volume_root, ready_w):
                 pass
         except ChildProcessError:
             pass
+
+
+def _hide_file(empty, path):
+    """`path` (a file, a device node) reads as the empty file `empty`, and
+    cannot be written, in the sandbox."""
+    _mount(empty, path, None, MS_BIND)
+    _mount(None, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY)
 
 
 def _mount_volume(directory, location):

@@ -29,7 +29,7 @@ import socket
 import stat
 import sys
 
-from . import registry
+from . import devices, registry
 from .errors import RuntimeFailure
 from .image_registry import forget_credentials
 from .processes import run_as, which
@@ -141,13 +141,16 @@ def forget_secrets(job):
 
 def job_environment(spec, rank, user):
     """What a rank's command starts with: rank_environment with the job's
-    secret:// env values resolved."""
+    secret:// env values resolved, and what it gets of its devices here
+    (devices.rank_environment: their CDI env, CUDA_VISIBLE_DEVICES), which
+    wins."""
     env = rank_environment(spec, rank, user)
     if spec.secret_env:
         values = job_secrets(spec)
         for key, name in spec.secret_env.items():
             if key in rank.env:
                 env[key] = values[name]
+    env.update(devices.rank_environment(spec, rank))
     return env
 
 

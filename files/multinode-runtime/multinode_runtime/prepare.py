@@ -1,10 +1,11 @@
 """Registering a job on a node (`prepare`): claims the job for its run,
-checks that the node can run its part, then writes the job's directory,
-secrets, host names and files, and pulls its image."""
+checks that the node can run its part and gives it its devices, then
+writes the job's directory, secrets, host names and files, and pulls its
+image."""
 
 import json
 
-from . import registry, run_token
+from . import devices, registry, run_token
 from .claims import check_free, claims_locked, write_claim
 from .errors import RuntimeFailure
 from .inputs import job_user, prepare_inputs, secret_values, store_secrets
@@ -27,10 +28,14 @@ def prepare_job(data, spec, node, secrets=None):
         holder = _holder_user(spec, user)
         held = check_free(spec.job, spec.run, node, holder)
         check_resources(spec, node)  # before anything is written
+        # Under the lock: two jobs registering at once never get one device.
+        allocation = devices.allocate(spec, node)
         if held is not None:
             cleanup_job(spec.job, spec.kill_grace, holder)  # a stale run
         registry.create_job_dir(spec.job, node, json.dumps(data), user,
                                 spec.script if spec.mode == "script" else None)
+        if allocation is not None:
+            devices.record_allocation(spec.job, allocation)
         run_token.make(spec, user.pw_gid)
         write_claim(spec.job, spec.run, spec.claim_lease)
     if kept:

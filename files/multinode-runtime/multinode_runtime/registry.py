@@ -49,6 +49,8 @@ RECORD_LIMIT = 64 << 10
 SECRETS_FILE = "secrets.json"     # the job's secret values (root only)
 CREATED_FILE = "created.json"     # what prepare created for the job's files
 CGROUPS_FILE = "cgroups"          # the job's cgroups (cgroups.py)
+DEVICES_FILE = "devices.json"     # the job's devices on this node (devices.py; root only)
+DEVICE_SLOTS_DIR = "device-slots"  # which task holds which of them (devices.py; root only)
 LOCAL_SOCKET = "launch.sock"      # local mode: the head's launch socket
 # The head's agent (agent.py); files/ssh-wrapper names the same paths.
 AGENT_DIR = "agent"

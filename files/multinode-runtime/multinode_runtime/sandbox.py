@@ -20,7 +20,7 @@ import os
 import signal
 import socket
 
-from . import containers, host_sandbox, registry, volumes
+from . import containers, devices, host_sandbox, registry, volumes
 from .cgroups import run_cgroups
 from .errors import RuntimeFailure
 from .inputs import job_user
@@ -201,7 +201,8 @@ def place_job(spec, node, secrets=None):
         reason = "this machine has no Podman (%s), so image %s is not used" % (
             " or ".join(missing), spec.image.get("uri", ""))
     try:
-        record = dict(host_sandbox.start(spec.job, mounts, spec.volume_root), kind="host")
+        record = dict(host_sandbox.start(spec.job, mounts, spec.volume_root, devices.hidden_paths(spec.job)),
+                      kind="host")
     except OSError as exc:
         raise RuntimeFailure("node %s cannot make the sandbox of job %s: %s" % (node, spec.job, exc)) from None
     if reason:

@@ -48,11 +48,13 @@ class Rank:
 
 @dataclass(frozen=True)
 class Resources:
-    """resource.cpu / resource.memory of the Fuzzfile: what each rank asks of its node."""
+    """resource.cpu / resource.memory / resource.devices of the Fuzzfile:
+    what each rank (or task) asks of its node."""
 
     cores: Optional[int] = None
     affinity: Optional[str] = None  # CORE, SOCKET or NUMA
     memory_bytes: Optional[int] = None
+    devices: Dict[str, int] = field(default_factory=dict)  # CDI kind: how many (devices.py)
 
 
 @dataclass(frozen=True)
@@ -140,6 +142,7 @@ class JobSpec:
                                for rank in values.get("ranks", [])]
             values["resources"] = Resources(**{k: v for k, v in (values.get("resources") or {}).items()
                                                if k in _RESOURCE_FIELDS})
+            _check_devices(values["resources"].devices)
             values["secret_args"] = [SecretArg(item["index"], [tuple(part) for part in item["parts"]])
                                      for item in values.get("secret_args", [])]
             values["files"] = [JobFile(entry["path"], entry["contents"], entry.get("name", ""))
@@ -197,6 +200,18 @@ def _host_entry(entry):
 
 _HOST_NAME = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9.-]*\Z")
 _HOST_ADDRESS = re.compile(r"\A[0-9A-Fa-f.:]+\Z")
+
+
+# A CDI device kind, VENDOR/CLASS (the controller checks the Fuzzfile's the same way).
+_DEVICE_KIND = re.compile(r"\A[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?/[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?\Z")
+
+
+def _check_devices(devices):
+    """resources.devices: {CDI kind: a positive count}; a kind is a podman argument."""
+    if not isinstance(devices, dict) or not all(
+            isinstance(kind, str) and _DEVICE_KIND.match(kind) and isinstance(count, int)
+            and not isinstance(count, bool) and count >= 1 for kind, count in devices.items()):
+        raise RuntimeFailure("malformed job spec (resources.devices: %r)" % (devices,))
 
 
 def check_claim_lease(value):
