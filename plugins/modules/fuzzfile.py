@@ -33,7 +33,7 @@ description:
     and services by their C(depends-on) (or deprecated C(requires)) dependencies.
   - >-
     Keys that Fuzzball knows but this collection does not execute yet (for example a
-    job's C(network), a service's C(network.isolated), C(resource.devices),
+    job's C(network), a service's C(network.isolated), C(resource.exclusive),
     C(policy.restart)) are validated, listed in RV(workflow.unsupported) and
     RV(job.unsupported), and reported as warnings, as are RV(workflow.warnings).
   - >-
@@ -460,15 +460,21 @@ job:
       type: int
       returned: success
     devices:
-      description: C(resource.devices), device name to count (not supported yet).
+      description: >-
+        C(resource.devices): CDI device kind (C(VENDOR/CLASS), such as V(nvidia.com/gpu))
+        to how many devices of it each rank or task gets, distinct from every other rank's,
+        task's and job's on its node, from the nodes' CDI specifications (C(/etc/cdi),
+        C(/var/run/cdi)).
       type: dict
       returned: success
     exclusive:
-      description: C(resource.exclusive) (not supported yet).
+      description: >-
+        C(resource.exclusive) (noted, not enforced: a node's devices are never shared
+        between jobs; its CPUs may be).
       type: bool
       returned: success
     resource_annotations:
-      description: C(resource.annotations) (not supported yet).
+      description: C(resource.annotations) (scheduler hints; ignored).
       type: dict
       returned: success
     retry_attempts:
@@ -532,7 +538,7 @@ job:
       type: list
       elements: str
       returned: success
-      sample: ["jobs.solve.resource.devices: device requests are not supported yet; ignored"]
+      sample: ["jobs.solve.policy.restart: restart policies are not supported yet; ignored"]
 """
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib

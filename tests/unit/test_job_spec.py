@@ -95,7 +95,8 @@ def test_spec_of_the_command_example():
         "kill_grace": 10,
         "claim_lease": 120,
         "timeout": None,
-        "resources": {"cores": 2, "affinity": "NUMA", "memory_bytes": 1000000000, "devices": {}},  # the example: 2 cores, 1GB
+        # the example: 2 cores, 1GB, no devices
+        "resources": {"cores": 2, "affinity": "NUMA", "memory_bytes": 1000000000, "devices": {}},
         "implementation": "generic",
         "launcher": [],  # generic: the command runs as given
         "nodes": 2,

@@ -446,3 +446,23 @@ def test_a_workflow_without_jobs_or_services_is_still_refused_as_before(data, me
     with pytest.raises(FuzzfileError) as info:
         parse_workflow(data)
     assert str(info.value) == message
+
+
+def test_a_gpu_job_asks_each_rank_for_its_devices_and_notes_exclusive_and_annotations():
+    """gpu-training-v1.yml: resource.devices (nvidia.com/gpu: 1) reaches the
+    job spec as each rank's request, which the nodes' runtime allocates from
+    their CDI specifications; exclusive and the annotations are noted, not
+    enforced."""
+    workflow = parse_workflow(text("gpu-training-v1.yml"))
+    train = workflow.jobs["train"]
+    assert (train.devices, train.exclusive, train.resource_annotations) == (
+        {"nvidia.com/gpu": 1}, True, {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"})
+    assert train.unsupported == [
+        "jobs.train.resource.exclusive: exclusive node use is not enforced (a node's devices are "
+        "never shared between jobs; its CPUs may be); noted",
+        "jobs.train.resource.annotations: resource annotations are scheduler hints, not used here; "
+        "ignored",
+    ]
+    spec = plan(train, count=2, run=RUN)
+    assert spec["resources"]["devices"] == {"nvidia.com/gpu": 1}
+    assert JobSpec.from_dict(spec).resources.devices == {"nvidia.com/gpu": 1}
