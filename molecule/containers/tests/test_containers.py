@@ -358,6 +358,41 @@ def test_resource_limits_apply_to_the_ranks_in_their_image(job_run):
     assert {node: job_cgroups(node, run.job) for node in NODES[:2]} == {node: [] for node in NODES[:2]}
 
 
+# -- GPUs: resource.devices through CDI ------------------------------------------
+
+def test_each_rank_gets_its_own_gpu_in_its_image_and_nothing_else_of_the_nodes(job_run):
+    """gpus-in-image.yml: each of the 2 ranks asks for one nvidia.com/gpu; a
+    node has two stand-in GPUs in its CDI specification (prepare.yml). In
+    its container each rank sees exactly its own device node (the node's
+    first free one, gpu0: the other, gpu1, is not there), can write it,
+    and its environment names it (CUDA_VISIBLE_DEVICES,
+    NVIDIA_VISIBLE_DEVICES over the specification's `void`) and has its
+    CDI env. Nothing of the job is left, its devices free again."""
+    run = job_run("tests/fuzzfiles/containers/gpus-in-image.yml")
+    assert run.rc == 0, run
+    assert sorted(run.lines()) == [
+        "rank %d: sees gpu0 CUDA_VISIBLE_DEVICES=gpu0 NVIDIA_VISIBLE_DEVICES=gpu0 own=writable FMN_GPU=gpu0"
+        % rank for rank in (0, 1)], run
+    assert summary(run).endswith("in image " + ALPINE), run
+    assert run.leftovers == NOTHING, run
+
+
+def test_a_job_asking_more_gpus_than_a_node_has_is_refused_naming_node_and_field(tmp_path):
+    """gpus-too-many.yml asks each rank for 2 GPUs: node 1 has 2 and
+    registers the job, node 2 has 1 (prepare.yml) and refuses it at its
+    registration, naming itself, the field, what was wanted and what it
+    has; no rank ran, and nothing of the job is left on any node (node 1's
+    registration removed, its devices free again: the next job gets them)."""
+    run = run_job(PROJECT / "tests/fuzzfiles/containers/gpus-too-many.yml", tmp_path)
+    assert run.rc != 0, run
+    said = " ".join(run.output.split())
+    assert ("job gpus-too-many cannot start on node %s: jobs.gpus-too-many.resource.devices.nvidia.com/gpu: "
+            "2 wanted (2 for each of 1 rank at once here), but the node has 1" % NODES[1]) in said, run
+    assert "cannot start on node %s" % NODES[0] not in said, run
+    assert "Traceback" not in run.output, run
+    assert run.leftovers == NOTHING, run
+
+
 VOLUME_ROOT = "/var/lib/fuzz-multinode/volumes"  # on every node: one directory of this machine's
 
 
