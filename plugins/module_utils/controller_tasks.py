@@ -48,7 +48,9 @@ __all__ = [
 ]
 
 # Documented once for both tasks: plugins/doc_fragments/controller_task.py.
-SECRET_NAMES_OPTION: Dict[str, Any] = dict(type="list", elements="str")
+# The names of secrets (keys of fuzz_multinode_secrets), never their values:
+# nothing to hide (no_log=False says so to the checkers that ask).
+SECRET_NAMES_OPTION: Dict[str, Any] = dict(type="list", elements="str", no_log=False)
 
 FUZZFILE_ARGUMENT_SPEC: Dict[str, Any] = dict(
     path=dict(type="path", required=True),
@@ -57,6 +59,7 @@ FUZZFILE_ARGUMENT_SPEC: Dict[str, Any] = dict(
     registry_secret_names=dict(SECRET_NAMES_OPTION),
     s3_secret_names=dict(SECRET_NAMES_OPTION),
 )
+
 
 def _nodes_option(address_required: bool) -> Dict[str, Any]:
     """The `nodes` option: the job's hosts in rank order, each with its

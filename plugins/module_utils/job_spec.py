@@ -543,6 +543,10 @@ def plan_resources(job: Job) -> Dict[str, Any]:
 def plan_task_array(
     job: Union[Job, Mapping[str, Any]],
     nodes: Sequence[Mapping[str, Any]],
+    *,
+    user: str,
+    wrapper_path: str,
+    kill_grace: int,
     **options: Any,
 ) -> Dict[str, Any]:
     """Render the spec of a task-array job: the spec ``plan_job`` renders for
@@ -574,7 +578,8 @@ def plan_task_array(
             % (job.name, job.max_hosts, len(nodes) if isinstance(nodes, (list, tuple)) else nodes)
         )
     # One run of the job on the first node: everything but the tasks.
-    spec = _render(dataclasses.replace(job, task_array=None), [nodes[0]], **options)
+    spec = _render(dataclasses.replace(job, task_array=None), [nodes[0]], user=user, wrapper_path=wrapper_path,
+                   kill_grace=kill_grace, **options)
     checked = _check_nodes(dataclasses.replace(job, nodes=len(nodes)), nodes, shared=local)
     base = {k: v for k, v in spec["ranks"][0]["env"].items() if k != "HOSTNAME"}
     notes = spec["unsupported"]

@@ -428,6 +428,41 @@ spec:
       returned: success
       sample: {readiness_probe: {http-get: {port: 8080, path: /healthz, scheme: HTTP},
                                  period-seconds: 5}, ready_timeout: 300}
+      contains:
+        readiness_probe:
+          description: The service's C(readiness-probe), normalized; V(null) without one.
+          type: dict
+        ready_timeout:
+          description: Seconds the service may take to become ready (O(service_ready_timeout)).
+          type: int
+    mounts:
+      description: >-
+        The job's volumes at their mount locations, parents before what they hold: the
+        location, the volume's name and its store (V(ephemeral) or V(persistent/NAME)), the
+        directory under RV(spec.volume_root) that each rank sees there.
+      type: list
+      elements: dict
+      returned: success
+      sample: [{location: /data, volume: data, store: ephemeral}]
+    volume_root:
+      description: The directory on every node under which the volumes are (O(volume_root)).
+      type: str
+      returned: success
+      sample: /var/lib/fuzz-multinode/volumes
+    volume_sharing:
+      description: >-
+        Whether RV(spec.volume_root) is storage every node shares: V(shared), V(node-local)
+        or V(auto) (the head's file system type says).
+      type: str
+      returned: success
+      sample: auto
+    task_array:
+      description: >-
+        A task array's C(start), C(end) and the C(concurrency) the head enforces (the
+        Fuzzfile's, else one task per node at a time); absent for other jobs.
+      type: dict
+      returned: when the job has a C(task-array)
+      sample: {start: 1, end: 8, concurrency: 2}
     extra_hosts:
       description:
         - >-

@@ -107,7 +107,7 @@ def test_a_workflow_of_services_only_runs_until_ctrl_c_which_stops_them_and_leav
     proc = lj.start_playbook(fuzzfile, directory / "logs", out_path)
     try:
         lj.wait_for_output(proc, out_path, lambda output: "[notebook] fuzz.multinode: service notebook is ready: "
-                                                           "exec /bin/sh -c" in output, 240)
+                           "exec /bin/sh -c" in output, 240)
         time.sleep(3)
         assert proc.poll() is None, out_path.read_text()[-6000:]  # ready, and kept running
         os.killpg(proc.pid, signal.SIGINT)  # as a terminal sends Ctrl-C

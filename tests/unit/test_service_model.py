@@ -288,7 +288,7 @@ def test_the_run_holds_services_and_jobs_in_dependency_order(tmp_path):
     assert all(unit["admitted"] for unit in result["run"])
     assert result["job"]["name"] == "client"  # the only job
     assert not any("service" in warning for warning in warnings), warnings
-    one, _ = load_fuzzfile({"path": str(path), "job": "api", "secret_names": []})
+    one, _unused = load_fuzzfile({"path": str(path), "job": "api", "secret_names": []})
     assert [unit["name"] for unit in one["run"]] == ["api"] and one["job"]["kind"] == "service"
 
 

@@ -68,7 +68,8 @@ API = running("api", "10.0.0.7")
 LAB = running("lab", "fd00:0::8")
 
 
-def plan(name, nodes=NODES, **options):
+def plan(name, nodes=None, **options):
+    nodes = NODES if nodes is None else nodes
     return plan_job(form(name), nodes[:WF.units[name].nodes], **dict(OPTIONS, **options))
 
 
@@ -261,6 +262,5 @@ def test_rank_plan_passes_the_running_services_on():
                                         "we were unable to convert to int"),
 ])
 def test_rank_plan_refuses_options_of_the_wrong_shape_naming_them(params, message):
-    _, errors = validated(**params)
+    _unused, errors = validated(**params)
     assert any(message in error for error in errors), errors
-

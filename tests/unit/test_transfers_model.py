@@ -205,17 +205,17 @@ def test_every_secret_of_a_runs_transfers_is_defined_and_of_its_ends_form_before
     check_transfer_secrets(PLAN, **everything)
     check_transfer_secrets(PLAN)  # nothing to check against
     with pytest.raises(FuzzfileError) as info:
-        check_transfer_secrets(PLAN, **dict(everything, secret_names=["user/s3", "user/web"]))
+        check_transfer_secrets(PLAN, **{**everything, "secret_names": ["user/s3", "user/web"]})
     assert str(info.value).startswith(
         "volumes.data.egress[0].destination.secret: secret://user/out is not defined in fuzz_multinode_secrets")
     with pytest.raises(FuzzfileError) as info:
-        check_transfer_secrets(PLAN, **dict(everything, s3_names=["user/out"]))
+        check_transfer_secrets(PLAN, **{**everything, "s3_names": ["user/out"]})
     assert str(info.value) == (
         "volumes.data.ingress[0].source.secret: secret://user/s3: its value in fuzz_multinode_secrets is not "
         "S3 credentials: it must be a mapping of access_key_id and secret_access_key (non-empty strings), and "
         "optionally session_token, region and endpoint_url")
     with pytest.raises(FuzzfileError) as info:
-        check_transfer_secrets(PLAN, **dict(everything, registry_secret_names=[]))
+        check_transfer_secrets(PLAN, **{**everything, "registry_secret_names": []})
     assert str(info.value).startswith(
         "volumes.data.ingress[1].source.secret: secret://user/web: its value in fuzz_multinode_secrets is not "
         "HTTP credentials: it must be a mapping of username and password")

@@ -75,7 +75,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
 @pytest.fixture(scope="module")
 def servers():
     made = []
-    for _ in range(2):
+    for _unused in range(2):
         server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         server.daemon_threads = True
         server.big, server.seen = big_bytes(), []

@@ -161,7 +161,7 @@ def test_blast_bare_numbers_are_arguments_kept_as_written():
     ]
     assert search.args == ["-db", "/data/db/proteins", "-out",
                            "/data/results/${FB_WORKFLOW_ID}/blastp.out", "-word_size", "3"]
-    assert all(type(word) is str for word in search.command + search.args)
+    assert {type(word) for word in search.command + search.args} == {str}
     assert load_job(json.loads(json.dumps(search.to_dict()))) == search
 
 

@@ -52,7 +52,7 @@ def test_prepare_makes_the_volumes_the_job_users_below_roots_directories(tmp_pat
     placed = volumes.prepare(spec, user)
     assert placed == [(str(tmp_path / "volumes" / "ephemeral" / RUN / "data"), "/data"),
                       (str(tmp_path / "volumes" / "persistent" / "k"), "/keep")]
-    for directory, _ in placed:
+    for directory, _unused in placed:
         info = os.stat(directory)
         assert (info.st_uid, info.st_mode & 0o777) == (user.pw_uid, 0o700)
         parent = os.stat(os.path.dirname(directory))
@@ -107,7 +107,7 @@ def test_nodes_making_the_same_volume_at_once_all_get_it(tmp_path):
                 failed += 1
         failures.put(failed)
 
-    nodes = [fork.Process(target=node) for _ in range(2)]
+    nodes = [fork.Process(target=node) for _unused in range(2)]
     for each in nodes:
         each.start()
     for each in nodes:
@@ -125,7 +125,7 @@ def test_remove_run_removes_that_runs_ephemeral_volumes_only_and_follows_no_link
     (outside / "precious").write_text("keep me\n")
     ours = spec_of(tmp_path / "v", [("/data", "data", "ephemeral"), ("/keep", "k", "persistent/k")])
     other = spec_of(tmp_path / "v", [("/data", "data", "ephemeral")], run="20261203T071500Z-ffffff")
-    for directory, _ in volumes.prepare(ours, user) + volumes.prepare(other, user):
+    for directory, _unused in volumes.prepare(ours, user) + volumes.prepare(other, user):
         os.symlink(str(outside), os.path.join(directory, "link"))
     assert volumes.remove_run(str(tmp_path / "v"), RUN) is True
     assert not (tmp_path / "v" / "ephemeral" / RUN).exists()

@@ -31,6 +31,7 @@ PODMAN_WITHIN = 120  # seconds for any other podman command
 # Root's: where SIF files are unpacked while they become Podman images.
 SIF_WORK_DIR = "/var/lib/fuzz-multinode/sif"
 
+
 def container_name(job):
     return "fuzz-multinode-" + job
 
@@ -87,7 +88,7 @@ def pull(uri, node, authfile=None):
         if cached is not None and not image_registry.pulled_with_credentials(cached):
             return name
     auth = ["--authfile", authfile] if authfile else []
-    status, _, why = podman(["pull", "--quiet"] + auth + ["docker://" + name], within=PULL_WITHIN)
+    status, _unused, why = podman(["pull", "--quiet"] + auth + ["docker://" + name], within=PULL_WITHIN)
     if status != 0:
         raise RuntimeFailure("node %s cannot pull image %s: %s" % (node, uri, _pull_failure(status, why, authfile)))
     if authfile is not None:
@@ -110,7 +111,7 @@ def _credentialed(name):
 
 def _image_id(name):
     """The ID of the local image `name`, or None: there is none."""
-    status, out, _ = podman(["image", "inspect", "--format", "{{.Id}}", name])
+    status, out, _unused = podman(["image", "inspect", "--format", "{{.Id}}", name])
     image_id = out.decode(errors="replace").strip()
     return image_id if status == 0 and image_id else None
 
@@ -147,7 +148,7 @@ def start_container(spec, node, hostname, secrets=None, mounts=()):
     for directory, location in mounts:
         args += ["--volume", "%s:%s:rw" % (directory, location)]
     args += [image, "-c", "read -r _"]
-    status, _, why = podman(args)
+    status, _unused, why = podman(args)
     if status != 0:
         raise RuntimeFailure("node %s cannot start the container of job %s (image %s): %s" % (
             node, spec.job, uri, why or "podman run exited with status %d" % status))

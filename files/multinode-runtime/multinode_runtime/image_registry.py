@@ -46,7 +46,7 @@ def registry_host(uri):
     path component when that looks like a host (a dot, a port or
     localhost), else docker.io, as containers/image reads it."""
     rest = uri.split("://", 1)[1] if "://" in uri else uri
-    first, sep, _ = rest.partition("/")
+    first, sep, _unused = rest.partition("/")
     if sep and ("." in first or ":" in first or first == "localhost"):
         return first
     return "docker.io"

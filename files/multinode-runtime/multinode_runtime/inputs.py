@@ -159,7 +159,7 @@ def job_argv(spec):
         raise RuntimeFailure("job %s: argument %d expands a secret:// env value, and every user of "
                              "node %s can read a process's command line; read the secret from the "
                              "job's environment instead" % (spec.job, spec.secret_args[0].index,
-                                                             socket.gethostname()))
+                                                            socket.gethostname()))
     return list(spec.argv)
 
 
@@ -308,7 +308,7 @@ def remove_job_files(job, user):
     except (OSError, ValueError):
         return
     if user is not None:
-        _, failed = run_as(user, _remove_created, created)
+        _unused, failed = run_as(user, _remove_created, created)
         if failed:  # the rest of the cleanup still has to happen
             sys.stderr.write("multinode-runtime: removing the job's files: %s\n" % failed)
         os.unlink(path)

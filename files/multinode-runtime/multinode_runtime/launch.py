@@ -192,7 +192,7 @@ class Launch:
         open_fds = [out_r, err_r, 0]
         child_status = None
         while out_r in open_fds or err_r in open_fds:
-            ready, _, _ = select.select(open_fds, [], [], 0.5)
+            ready, _unused, _unused = select.select(open_fds, [], [], 0.5)
             for fd in ready:
                 data = read_chunk(fd)
                 if fd == 0:

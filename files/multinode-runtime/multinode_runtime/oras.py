@@ -172,7 +172,7 @@ def _left(uri: str, deadline: float) -> float:
 def _run(uri, what, argv, within, **kwargs):
     """subprocess.run, its timeout a failure naming the image and what ran."""
     try:
-        return subprocess.run(argv, timeout=within, **kwargs)
+        return subprocess.run(argv, timeout=within, check=kwargs.pop("check", False), **kwargs)
     except subprocess.TimeoutExpired:
         raise RuntimeFailure("image %s: %s did not finish within %d s" % (uri, what, within)) from None
 

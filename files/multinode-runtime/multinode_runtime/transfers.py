@@ -82,7 +82,7 @@ def volume_path(uri):
 
 
 def s3_location(uri):
-    bucket, _, key = uri[len(S3_PREFIX):].partition("/")
+    bucket, _unused, key = uri[len(S3_PREFIX):].partition("/")
     if not bucket or not key:
         raise RuntimeFailure("%r is not s3://BUCKET/KEY" % uri)
     return bucket, key
@@ -195,7 +195,7 @@ def _work(emit, directory, request):
             reason = str(exc)
         else:
             emit({"copied": {"bytes": copied, "seconds": round(time.monotonic() - started, 3),
-                           "attempts": attempt}})
+                             "attempts": attempt}})
             return
         if attempt < attempts:
             emit({"progress": "%s: attempt %d of %d failed: %s; trying again" % (

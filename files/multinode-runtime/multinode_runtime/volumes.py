@@ -43,7 +43,7 @@ def store_dir(root, run, volume, store, what=None):
     (ephemeral, persistent/NAME) under the volume root `root`; `what`
     names the volume in errors."""
     what = what or "volume %s" % volume
-    kind, _, name = store.partition("/")
+    kind, _unused, name = store.partition("/")
     if kind == EPHEMERAL and not name:
         if not _RUN_RE.match(run or ""):
             raise RuntimeFailure("%s: %r is not a run id" % (what, run))

@@ -164,7 +164,7 @@ def test_ctrl_c_in_a_parallel_run_cancels_every_running_job_on_every_node(tmp_pa
             playbook.wait()
     output = out_path.read_text()
     assert playbook.returncode != 0, output[-6000:]
-    assert [job for job, _ in started_on(output)] == FAN[:3], output[-6000:]
+    assert [job for job, _unused in started_on(output)] == FAN[:3], output[-6000:]
     assert canceled_table(output) == {"fan-1": "CANCELED", "fan-2": "CANCELED", "fan-3": "CANCELED",
                                       "fan-4": "NOT_RUN"}, output[-6000:]
     assert processes_on_all_nodes() == NO_PROCESSES

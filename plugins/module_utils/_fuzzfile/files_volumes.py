@@ -180,4 +180,3 @@ def _parse_volumes(value: Any, ctx: _Context, notes: List[str]) -> Dict[str, Vol
         )
         volumes[name] = Volume(store, transfers["ingress"], transfers["egress"])
     return volumes
-

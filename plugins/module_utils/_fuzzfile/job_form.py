@@ -181,7 +181,7 @@ def _one_source_per_file(values: Mapping[str, Any], path: str) -> None:
 def _volume_stores(value: Any, path: str) -> Dict[str, str]:
     stores = _string_map(value, path)
     for name, store in stores.items():
-        kind, _, persistent = store.partition("/")
+        kind, _unused, persistent = store.partition("/")
         if not (store == "ephemeral" or (kind == "persistent" and PERSISTENT_NAME_RE.match(persistent))):
             raise FuzzfileError(
                 "%s: must be ephemeral or persistent/NAME, got %s" % (_join(path, name), _show(store))

@@ -117,5 +117,3 @@ NOTE = {
     "service.policy": "a service has no policy in Fuzzball (its API drops it); validated as a "
     "job's and ignored",
 }
-
-

@@ -364,5 +364,3 @@ def _task_array(start: Any, end: Any, concurrency: Any, path: str) -> TaskArray:
             concurrency, _join(path, "concurrency"), TASK_ARRAY_MAX_CONCURRENCY
         )
     return TaskArray(start, end, concurrency)
-
-

@@ -324,5 +324,5 @@ def _resolve_probe_port(
         if isinstance(action, dict) and isinstance(action.get("port"), str):
             port_path = _join(_join(path, handler), "port")
             return dict(probe, **{handler: dict(action, port=_named_port(action["port"], ports, port_path,
-                                                                             ports_path))})
+                                                                         ports_path))})
     return probe

@@ -87,7 +87,7 @@ def relative_path(uri: str, path: str, inside: str = "the volume") -> str:
 def s3_location(uri: str, path: str) -> Tuple[str, str]:
     """(bucket, key) of ``s3://BUCKET/KEY``; FuzzfileError naming ``path``
     when either is missing or the key names a prefix (a "directory")."""
-    bucket, _, key = uri[len(S3_PREFIX):].partition("/")
+    bucket, _unused, key = uri[len(S3_PREFIX):].partition("/")
     if not bucket or not key or key.endswith("/"):
         raise FuzzfileError("%s: %s must name an object, s3://BUCKET/KEY (a key not ending in '/')"
                             % (path, _show(uri)))
@@ -304,4 +304,3 @@ def check_transfer_secrets(plan: Sequence[Mapping[str, Any]], secret_names: Opti
                         "%s: its value in fuzz_multinode_secrets is not HTTP credentials: it must be a "
                         "mapping of username and password (basic authentication), both non-empty strings, "
                         "the user name without ':'" % field)
-
