@@ -122,7 +122,7 @@ def _pull_failure(status, why, authfile):
     if status == 124 or not why:  # podman() timed it out, or it said nothing
         return why or "podman pull exited with status %d" % status
     detail = why[len("Error: "):] if why.startswith("Error: ") else why
-    return "%s (podman: %s)" % (image_registry.pull_reason(detail, authfile is not None), detail)
+    return image_registry.pull_failure_text(image_registry.pull_reason(detail, authfile is not None), "podman", detail)
 
 
 def start_container(spec, node, hostname, secrets=None, mounts=()):
