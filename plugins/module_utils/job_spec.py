@@ -97,6 +97,7 @@ from ansible_collections.fuzz.multinode.plugins.module_utils.fuzzfile import (
 from ansible_collections.fuzz.multinode.plugins.module_utils.service_endpoints import (
     RunningService,
     access,
+    endpoint_url,
     running_services,
 )
 
@@ -511,11 +512,14 @@ def _render(
         # Whether volume_root is the same storage on every node ("auto":
         # the head's file system type says).
         "volume_sharing": volume_sharing,
-        # A service: its readiness probe (null: ready once started) and how
-        # long it may take to be ready; a job: null.
+        # A service: its readiness probe (null: ready once started), how
+        # long it may take to be ready, and its endpoints as its ready line
+        # shows them (URL, and the Fuzzfile's scope, not enforced); a job: null.
         "service": {
             "readiness_probe": job.readiness_probe,
             "ready_timeout": service_ready_timeout,
+            "endpoints": [{"name": endpoint.name, "url": endpoint_url(endpoint, checked[0]["address"]),
+                           "scope": endpoint.scope} for endpoint in job.endpoints],
         } if job.kind == "service" else None,
         # [host name, address] the runtime adds to the ranks' /etc/hosts
         # block: <service>.svc of every service the ranks reach.

@@ -79,7 +79,7 @@ class Mount:
 
     location: str
     volume: str
-    store: str                      # "ephemeral" or "persistent/<name>"
+    store: str                      # "ephemeral", "persistent/<name>", "user/persistent" or "account/persistent"
 
 
 @dataclass(frozen=True)
