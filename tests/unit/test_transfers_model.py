@@ -162,7 +162,8 @@ def test_the_json_form_of_a_transfer_is_checked_like_the_fuzzfile():
     data["volumes"]["data"]["store"] = "persistent/../x"
     with pytest.raises(FuzzfileError) as info:
         load_workflow(data)
-    assert str(info.value) == "workflow.volumes.data: must be ephemeral, user/persistent, account/persistent or persistent/NAME, got 'persistent/../x'"
+    assert str(info.value) == ("workflow.volumes.data: must be ephemeral, user/persistent, account/persistent or "
+                               "persistent/NAME, got 'persistent/../x'")
     data["volumes"]["data"]["store"] = "persistent/other"
     with pytest.raises(FuzzfileError) as info:
         load_workflow(data)

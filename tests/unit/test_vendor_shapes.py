@@ -586,3 +586,31 @@ def test_the_json_form_of_an_endpoint_reads_its_scope_back_and_takes_none_missin
     with pytest.raises(FuzzfileError) as info:
         load_endpoints([dict(form, scope="")], "e")
     assert str(info.value) == "e[0].scope: must not be empty"
+
+
+# ---------------------------------------------------------------------------
+# a secret:// env value expanded in a command's arguments
+
+
+def test_a_secret_expanded_in_arguments_runs_with_a_warning_and_the_spec_holds_no_value(tmp_path):
+    from ansible_collections.fuzz.multinode.plugins.module_utils.controller_tasks import load_fuzzfile
+    path = tmp_path / "secret-args.yml"
+    path.write_text(text("secret-args-v4.yml"))
+    result, warnings = load_fuzzfile({"path": str(path), "job": None, "secret_names": ["user/api-token"]})
+    assert [w for w in warnings if "secret://" in w] == [
+        "%s: jobs.%s: expands the secret:// env value API_TOKEN: users logged in on the job's nodes can read it "
+        "in the rank's command line (ps); other jobs cannot" % (path, field)
+        for field in ("call-api.args[0]", "call-api-script.args[0]")]
+    wf = load("secret-args-v4.yml")
+    command, script = (plan(wf.jobs[name], secret_names=["user/api-token"]) for name in ("call-api", "call-api-script"))
+    # command mode: command + args, the args' entry is argv[4]; script mode: args only
+    assert command["secret_args"] == [{"index": 4, "parts": [["text", "Bearer "], ["secret", "user/api-token"]]}]
+    assert script["secret_args"] == [{"index": 0, "parts": [["text", "--token="], ["secret", "user/api-token"]]}]
+    assert (command["argv"][4], script["argv"]) == ("Bearer secret://user/api-token", ["--token=secret://user/api-token"])
+    with pytest.raises(FuzzfileError) as info:
+        load_fuzzfile({"path": str(path), "job": None, "secret_names": ["user/api-token"],
+                       "secret_arguments": "refuse"})
+    assert str(info.value) == (
+        "%s: jobs.call-api.args[0]: expands a secret:// env value, and every user of a node can read a "
+        "process's command line (ps); read the secret from the job's environment instead "
+        "(fuzz_multinode_secret_arguments: refuse)" % path)
