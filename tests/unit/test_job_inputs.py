@@ -274,6 +274,14 @@ def test_the_node_builds_the_argument_from_its_parts_and_the_value(jobs_dir):
     assert inputs.job_argv(typed(script)) == ["plain", "v a l$ue"]
 
 
+def test_a_message_about_the_program_names_a_secrets_reference_never_its_value():
+    spec = typed(plan(secret_argument_job(["$TOKEN", "-v"], []), secret_names=["user/token"]))
+    assert spec.secret_args[0].index == 0
+    assert inputs.program_shown(spec, spec.ranks[0], ["t0ken", "-v"]) == "secret://user/token"
+    plain = typed(plan(secret_argument_job(["curl", "$TOKEN"], []), secret_names=["user/token"]))
+    assert inputs.program_shown(plain, plain.ranks[0], ["/usr/bin/curl", "t0ken"]) == "/usr/bin/curl"
+
+
 def test_the_node_refuses_secret_args_it_cannot_build_without_showing_a_value(jobs_dir):
     spec = dict(secret_spec(), secret_args=[{"index": 5, "parts": [["secret", "user/token"]]}])
     directory = register(jobs_dir, spec)

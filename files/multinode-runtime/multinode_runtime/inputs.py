@@ -165,6 +165,16 @@ def job_argv(spec):
     return argv
 
 
+def program_shown(spec, rank, argv):
+    """argv[0] (of job_command) for a message: the reference form when the
+    job's own first argument expands a secret, never its value."""
+    own, secret_args = (rank.argv, rank.secret_args) if rank.is_task else (spec.argv, spec.secret_args)
+    if spec.mode == "command" and not spec.launcher and own and any(
+            item.index == 0 for item in secret_args or []):
+        return own[0]
+    return argv[0]
+
+
 # -- what a rank runs, and where ---------------------------------------------
 
 def job_command(spec, env, who, in_image=False):
