@@ -18,10 +18,12 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.fuzz.multinode.plugins.module_utils.fuzzfile import (
     ADMISSION_KEY,
+    SECRET_ARGUMENTS,
     FuzzfileError,
     Job,
     admission,
     admit,
+    check_secret_arguments,
     check_transfer_secrets,
     not_executed_yet,
     parse_workflow,
@@ -58,6 +60,9 @@ FUZZFILE_ARGUMENT_SPEC: Dict[str, Any] = dict(
     secret_names=dict(SECRET_NAMES_OPTION),
     registry_secret_names=dict(SECRET_NAMES_OPTION),
     s3_secret_names=dict(SECRET_NAMES_OPTION),
+    # fuzz_multinode_secret_arguments: an argument expanding a secret://
+    # env value is run with a warning (allow) or refused (refuse).
+    secret_arguments=dict(type="str", default="allow", choices=list(SECRET_ARGUMENTS)),
 )
 
 
@@ -125,7 +130,7 @@ def load_fuzzfile(params: Mapping[str, Any]) -> Tuple[Dict[str, Any], List[str]]
             # Refused here, before any host is touched, rather than by
             # rank_plan after the nodes were prepared; rank_plan takes the
             # job's admission from its form and does not check it again.
-            admit(job, secret_names, registry_secret_names)
+            admit(job, secret_names, registry_secret_names, params.get("secret_arguments") or "allow")
         transfers = transfer_plan(workflow, run)
         check_transfer_secrets(transfers, secret_names, registry_secret_names, params.get("s3_secret_names"))
     except FuzzfileError as exc:
@@ -136,7 +141,7 @@ def load_fuzzfile(params: Mapping[str, Any]) -> Tuple[Dict[str, Any], List[str]]
 
     notes = workflow.warnings + workflow.unsupported
     for job in run:
-        notes += job.unsupported + not_executed_yet(job, whole_workflow=name is None)
+        notes += job.unsupported + not_executed_yet(job, whole_workflow=name is None) + check_secret_arguments(job)
     result: Dict[str, Any] = dict(
         changed=False, workflow=workflow.to_dict(), run=[admitted(job) for job in run], transfers=transfers
     )

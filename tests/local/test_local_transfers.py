@@ -432,7 +432,8 @@ def test_a_volume_path_that_escapes_with_dotdot_is_refused_before_anything_runs(
     refused = run(servers, workdir, "escaping", ESCAPING)
     assert refused.rc != 0, refused
     assert ("volumes.data.ingress[0].destination.uri: 'file://../../../etc/cron.d/fmn' escapes the volume with "
-            "'..'; it must be a path inside the volume, relative and without '..'") in refused.output, refused
+            "'..'; it must be a path inside the volume (file://dir/name, or file:///dir/name from its root), "
+            "without '..'") in refused.output, refused
     assert "TASK [fuzz.multinode.node" not in refused.output, refused  # no host touched
     assert not os.path.exists("/etc/cron.d/fmn")
     assert (sorted(os.listdir(servers["root"])) if servers["root"].exists() else []) == before

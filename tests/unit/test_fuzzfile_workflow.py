@@ -1036,8 +1036,8 @@ def test_workflow_errors(top, message):
         ({"volumes": {"v": {"size": "1GB"}}},
          "volumes.v.size: only allowed in version v4 Fuzzfiles (this one is v1)"),
         ({"volumes": {"v": {}}},
-         "volumes.v.reference: required (volume://user/ephemeral or "
-         "volume://user/persistent/NAME)"),
+         "volumes.v.reference: required (volume://user/ephemeral, volume://user/ephemeral/NAME, "
+         "volume://user/persistent, volume://user/persistent/NAME or volume://account/persistent)"),
     ],
 )
 def test_v4_only_keys_in_v1(top, message):

@@ -82,12 +82,17 @@ def test_a_services_spec_has_its_probe_port_a_number_and_its_ready_timeout():
         "readiness_probe": {"http-get": {"port": 8080, "path": "/healthz", "scheme": "HTTP"},
                             "period-seconds": 2},
         "ready_timeout": 300,
+        # as its ready line shows them
+        "endpoints": [{"name": "web", "url": "http://10.0.0.1:8080/api/", "scope": None},
+                      {"name": "admin", "url": "https://10.0.0.1:9090/", "scope": None}],
     }
     assert plan("api", service_ready_timeout=45)["service"]["ready_timeout"] == 45
 
 
 def test_a_service_without_a_probe_is_ready_once_started():
-    assert plan("lab")["service"] == {"readiness_probe": None, "ready_timeout": 300}
+    assert plan("lab")["service"] == {"readiness_probe": None, "ready_timeout": 300,
+                                      "endpoints": [{"name": "jupyter-lab", "url": "http://10.0.0.1:8888/lab/",
+                                                     "scope": None}]}
 
 
 def test_a_jobs_spec_has_no_service_part():

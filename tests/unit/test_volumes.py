@@ -63,6 +63,41 @@ def test_prepare_makes_the_volumes_the_job_users_below_roots_directories(tmp_pat
     assert os.listdir(placed[0][0]) == ["kept"]
 
 
+def test_the_default_persistent_volumes_are_their_stores_under_the_root_whatever_the_run(tmp_path):
+    """volume://user/persistent and volume://account/persistent: one
+    directory each, the same for every run, apart from each other and from
+    a persistent volume named user or account."""
+    mounts = [("/home", "mine", "user/persistent"), ("/shared", "ours", "account/persistent"),
+              ("/named", "n", "persistent/user")]
+    for run in (RUN, "20261204T000000Z-ffffff"):
+        spec = spec_of(tmp_path, mounts, run=run)
+        assert [volumes.volume_dir(spec, m) for m in spec.mounts] == [
+            str(tmp_path / "user" / "persistent"), str(tmp_path / "account" / "persistent"),
+            str(tmp_path / "persistent" / "user")]
+    assert volumes.store_dir(str(tmp_path), RUN, "x", "user/persistent") == str(tmp_path / "user" / "persistent")
+    for store in ("user", "user/ephemeral", "account/persistent/x", "user/persistent/", "group/persistent"):
+        with pytest.raises(RuntimeFailure) as caught:
+            volumes.store_dir(str(tmp_path), RUN, "x", store)
+        assert str(caught.value) == "malformed job spec (mounts: volume x has store %r)" % store
+
+
+def test_the_default_persistent_volumes_are_made_below_roots_directories_and_outlive_the_run(tmp_path):
+    user = job_user()
+    root = tmp_path / "volumes"
+    spec = spec_of(root, [("/home", "mine", "user/persistent"), ("/shared", "ours", "account/persistent")])
+    placed = volumes.prepare(spec, user)
+    assert placed == [(str(root / "user" / "persistent"), "/home"),
+                      (str(root / "account" / "persistent"), "/shared")]
+    for directory, _ in placed:
+        info = os.stat(directory)
+        assert (info.st_uid, info.st_mode & 0o777) == (user.pw_uid, 0o700)
+        parent = os.stat(os.path.dirname(directory))
+        assert (parent.st_uid, parent.st_mode & 0o777) == (0, 0o755)
+        open(os.path.join(directory, "kept"), "w").close()
+    volumes.remove_run(str(root), RUN)
+    assert all(os.listdir(directory) == ["kept"] for directory, _ in placed)
+
+
 def test_prepare_refuses_a_volume_directory_that_is_not_the_job_users(tmp_path):
     spec = spec_of(tmp_path, [("/data", "data", "ephemeral")])
     directory = volumes.volume_dir(spec, spec.mounts[0])

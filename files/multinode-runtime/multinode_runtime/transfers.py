@@ -70,14 +70,18 @@ class _Deadline(BaseException):
 # -- requests, checked ---------------------------------------------------------
 
 def volume_path(uri):
-    """The relative path of `file://PATH` inside a volume (checked again:
-    the controller checked it, but a node trusts no request)."""
+    """The relative path of `file://PATH` inside a volume, a leading / being
+    the volume's root (checked again: the controller checked it, but a node
+    trusts no request)."""
     if not uri.startswith(FILE_PREFIX):
         raise RuntimeFailure("%r is not a file:// path in the volume" % uri)
     path = uri[len(FILE_PREFIX):]
+    if path.startswith("/"):
+        path = path[1:]  # file:///PATH: from the volume's root
     if not path or path.startswith("/") or ".." in path.split("/") or path.endswith("/") \
             or "\0" in path or posixpath.normpath(path) == ".":
-        raise RuntimeFailure("%r is not a path inside the volume (relative, without '..', naming a file)" % uri)
+        raise RuntimeFailure("%r is not a path inside the volume (from its root, without '..', naming a file)"
+                             % uri)
     return posixpath.normpath(path)
 
 

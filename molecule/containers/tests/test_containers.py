@@ -713,7 +713,8 @@ def test_a_two_node_service_runs_in_its_image_ready_by_an_exec_probe_in_its_cont
     assert len(set(hosts["web"] + hosts["client"])) == 3, hosts
     web = (run.logs / "web.log").read_text()
     assert re.search(r"^fuzz.multinode: service web is ready: exec wget -q -O /dev/null "
-                     r"http://127.0.0.1:8481/index.html: exit status 0$", web, re.M), web
+                     r"http://127.0.0.1:8481/index.html: exit status 0; endpoint web at http://\S+:8481/$",
+                     web, re.M), web
     assert (run.logs / "client.log").read_text() == \
         "client read: web-0 sh=/bin/busybox, web-1 sh=/bin/busybox\n", run
     for node in NODES:

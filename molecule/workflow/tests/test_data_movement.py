@@ -219,8 +219,8 @@ def test_wrong_credentials_are_refused_by_the_s3_server_itself(ingress_failed):
 # Fuzzfile: the message, naming the field and the reason
 REFUSED = {
     "volume-path-escaping.yml": "volumes.case-data.ingress[0].destination.uri: 'file://../../../../../etc/cron.d/"
-                                "fmn-escape' escapes the volume with '..'; it must be a path inside the volume, "
-                                "relative and without '..'",
+                                "fmn-escape' escapes the volume with '..'; it must be a path inside the volume "
+                                "(file://dir/name, or file:///dir/name from its root), without '..'",
     "mount-location-relative.yml": "jobs.solve.mounts.case-data.location: must be an absolute path, got 'data'",
 }
 

@@ -75,8 +75,8 @@ def test_a_service_is_given_its_own_endpoint_and_its_log_says_when_it_was_ready(
     web = services.log("web")
     address = node_address(services.hosts("web")[0])
     assert "endpoint http://%s:8471/ path /\n" % address in web, web
-    assert re.search(r"^fuzz.multinode: service web is ready: http-get http://%s:8471/hello.txt: status 200$"
-                     % re.escape(address), web, re.M), web
+    assert re.search(r"^fuzz.multinode: service web is ready: http-get http://%s:8471/hello.txt: status 200; "
+                     r"endpoint web at http://%s:8471/$" % (re.escape(address), re.escape(address)), web, re.M), web
     assert re.search(r"^fuzz.multinode: service pair is ready: tcp-socket ", services.log("pair"), re.M), \
         services.log("pair")
     # Streamed live, as a job's log: the ready line reached the terminal.
