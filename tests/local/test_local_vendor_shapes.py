@@ -139,14 +139,14 @@ def digest(text):
 
 
 def test_the_rank_gets_the_secret_in_its_arguments_in_command_and_script_mode(secret_runs):
-    value, allowed, _ = secret_runs
+    value, allowed, _unused = secret_runs
     assert allowed.rc == 0, allowed
     assert "command %s" % digest("Bearer " + value) in allowed.lines("call-api"), allowed.log("call-api")
     assert "script %s" % digest("--token=" + value) in allowed.lines("call-api-script")
 
 
 def test_a_secret_in_arguments_is_warned_of_and_shown_nowhere(secret_runs):
-    value, allowed, _ = secret_runs
+    value, allowed, _unused = secret_runs
     output = one_line(allowed.output)
     for field in ("call-api.args[0]", "call-api-script.args[0]"):
         assert ("jobs.%s: expands the secret:// env value API_TOKEN: users logged in on the job's nodes can "
@@ -158,7 +158,7 @@ def test_a_secret_in_arguments_is_warned_of_and_shown_nowhere(secret_runs):
 
 
 def test_a_site_that_refuses_secret_arguments_gets_the_refusal_naming_the_field(secret_runs):
-    value, _, refused = secret_runs
+    value, _unused, refused = secret_runs
     assert refused.rc != 0
     assert ("jobs.call-api.args[0]: expands a secret:// env value, and every user of a node can read a "
             "process's command line (ps); read the secret from the job's environment instead "

@@ -515,8 +515,9 @@ def test_a_v1_volume_without_a_reference_is_told_every_form():
 
 @pytest.mark.parametrize("old, new", [
     # an egress out of the volume's root, to the egress directory's root
-    ("    ingress:\n", "    egress:\n      - source: {uri: file:///out/result.txt}\n"
-                      "        destination: {uri: file:///result.txt}\n    ingress:\n"),
+    ("    ingress:\n",
+     "    egress:\n      - source: {uri: file:///out/result.txt}\n"
+     "        destination: {uri: file:///result.txt}\n    ingress:\n"),
     ("uri: file:///reference.fa", "uri: file:///in/./reference.fa"),
 ])
 def test_every_file_path_of_a_volume_may_be_written_from_its_root(old, new):

@@ -88,14 +88,14 @@ def test_the_default_persistent_volumes_are_made_below_roots_directories_and_out
     placed = volumes.prepare(spec, user)
     assert placed == [(str(root / "user" / "persistent"), "/home"),
                       (str(root / "account" / "persistent"), "/shared")]
-    for directory, _ in placed:
+    for directory, _unused in placed:
         info = os.stat(directory)
         assert (info.st_uid, info.st_mode & 0o777) == (user.pw_uid, 0o700)
         parent = os.stat(os.path.dirname(directory))
         assert (parent.st_uid, parent.st_mode & 0o777) == (0, 0o755)
         open(os.path.join(directory, "kept"), "w").close()
     volumes.remove_run(str(root), RUN)
-    assert all(os.listdir(directory) == ["kept"] for directory, _ in placed)
+    assert all(os.listdir(directory) == ["kept"] for directory, _unused in placed)
 
 
 def test_prepare_refuses_a_volume_directory_that_is_not_the_job_users(tmp_path):

@@ -114,7 +114,7 @@ PERSISTENT_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 def is_store(store: str) -> bool:
     """Whether ``store`` is one ``volume_store`` gives: ``ephemeral``,
     ``user/persistent``, ``account/persistent`` or ``persistent/NAME``."""
-    kind, _, name = store.partition("/")
+    kind, _unused, name = store.partition("/")
     return (store == "ephemeral" or store in DEFAULT_STORES.values()
             or (kind == "persistent" and bool(PERSISTENT_NAME_RE.match(name))))
 
