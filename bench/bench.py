@@ -330,7 +330,7 @@ class Bench:
         say("trivial job through run-job.yml on 9 prepared hosts beside ansible -m command (%d each)"
             % self.job_reps)
         job, ad_hoc = [], []
-        for _ in range(self.job_reps):
+        for _unused in range(self.job_reps):
             job.append(self.run_job("trivial"))
             ad_hoc.append(self.ad_hoc())
         return [("trivial job, 9 hosts", "s", median(job), median(ad_hoc), "ansible multinode -m command",
@@ -339,7 +339,7 @@ class Bench:
     def measure_local(self):
         say("trivial 4-rank job in local mode beside ansible localhost -m command (%d each)" % self.job_reps)
         job, ad_hoc = [], []
-        for _ in range(self.job_reps):
+        for _unused in range(self.job_reps):
             job.append(self.run_job("trivial-local", local=True))
             ad_hoc.append(self.ad_hoc(local=True))
         return [("trivial 4-rank local-mode job", "s", median(job), median(ad_hoc),
@@ -351,11 +351,11 @@ class Bench:
         for name, title, target in WORKFLOW_ROWS:
             say("workflow bench/%s.yml whole, jobs at once beside one at a time (%d each)" % (name, self.job_reps))
             at_once, one_by_one = [], []
-            for _ in range(self.job_reps):
+            for _unused in range(self.job_reps):
                 at_once.append(self.run_workflow(name, 0))
                 one_by_one.append(self.run_workflow(name, 1))
             say("  at once: %s s; one at a time: %s s" % (" ".join("%.1f" % t for t in at_once),
-                                                         " ".join("%.1f" % t for t in one_by_one)))
+                                                          " ".join("%.1f" % t for t in one_by_one)))
             rows.append((title, "s", median(at_once), median(one_by_one), "the same one job at a time", "<=", target))
         return rows, [], True
 
@@ -367,11 +367,11 @@ class Bench:
         took, one_host = {}, {}
         for execution in self.modes():
             self.prepared_for(execution)
-            took[execution] = [self.run_job("trivial-image", execution=execution) for _ in range(reps)]
+            took[execution] = [self.run_job("trivial-image", execution=execution) for _unused in range(reps)]
             say("  %s, 9 hosts: %s s" % (execution, " ".join("%.2f" % t for t in took[execution])))
             # Its one host is prepared as a set of its own first (not counted).
             self.run_job("trivial-image-1", execution=execution)
-            one_host[execution] = [self.run_job("trivial-image-1", execution=execution) for _ in range(reps)]
+            one_host[execution] = [self.run_job("trivial-image-1", execution=execution) for _unused in range(reps)]
             say("  %s, 1 host: %s s" % (execution, " ".join("%.2f" % t for t in one_host[execution])))
             self.execution = None  # the 9 hosts are prepared again before their next job
         return [("trivial job, 1 host, in its image", "s", median(one_host["container"]),

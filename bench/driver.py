@@ -108,16 +108,16 @@ def latency(nodes, reps):
     """Alternating samples, so that a load that comes and goes meets both."""
     results = {key: [] for key in ("wrapper_1", "ssh_1", "wrapper_8", "ssh_8", "mpi_wrapper", "mpi_ssh")}
     one = nodes.workers[0]
-    for _ in range(reps):
+    for _unused in range(reps):
         results["wrapper_1"].append(timed(nodes.wrapper_call(one, "true")))
         results["ssh_1"].append(timed(nodes.ssh_call(one, "true")))
-    for _ in range(reps):
+    for _unused in range(reps):
         results["wrapper_8"].append(timed_at_once([nodes.wrapper_call(w, "true") for w in nodes.workers]))
         results["ssh_8"].append(timed_at_once([nodes.ssh_call(w, "true") for w in nodes.workers]))
     # Open MPI over the first two ranks, as implementation openmpi runs it,
     # with the wrapper or a plain ssh (a new connection) as the rsh agent.
     hosts = "%s:1,%s:1" % (nodes.ranks[0], nodes.ranks[1])
-    for _ in range(max(3, reps // 4)):
+    for _unused in range(max(3, reps // 4)):
         for key, agent in (("mpi_wrapper", nodes.wrapper), ("mpi_ssh", " ".join(nodes.ssh_plain))):
             results[key].append(timed(["mpirun", "-H", hosts, "--mca", "plm_rsh_agent", agent, "-np", "2",
                                        "/usr/lib64/openmpi/bin/mpi_hello_world"]))
@@ -128,9 +128,9 @@ def wrapper_latency(nodes, reps):
     """The wrapper samples of latency() alone, taken the same way."""
     results = {"wrapper_1": [], "wrapper_8": []}
     one = nodes.workers[0]
-    for _ in range(reps):
+    for _unused in range(reps):
         results["wrapper_1"].append(timed(nodes.wrapper_call(one, "true")))
-    for _ in range(reps):
+    for _unused in range(reps):
         results["wrapper_8"].append(timed_at_once([nodes.wrapper_call(w, "true") for w in nodes.workers]))
     return results
 
@@ -145,7 +145,7 @@ def streams(nodes, reps):
     results = {"forward": [], "ssh_file": [], "ssh_file_bad_lines": 0}
     one = nodes.workers[0]
     out = os.path.join(nodes.tmp, "lines")
-    for _ in range(reps):
+    for _unused in range(reps):
         with open(out, "wb") as into:
             results["ssh_file"].append(timed(nodes.ssh_call(one, "cat", LINES_FILE % 0), into))
         with open(out, "rb") as got:

@@ -30,9 +30,9 @@ def most_at_once(intervals):
     """The largest number of (start, end) intervals that overlap. At equal
     times an end (-1) sorts before a start (+1): a task that starts as
     another ends did not run beside it."""
-    edges = sorted([(start, 1) for start, _ in intervals] + [(end, -1) for _, end in intervals])
+    edges = sorted([(start, 1) for start, _unused in intervals] + [(end, -1) for _unused, end in intervals])
     most = now = 0
-    for _, step in edges:
+    for _unused, step in edges:
         now += step
         most = max(most, now)
     return most
@@ -64,7 +64,7 @@ def started_on(output):
 
 def all_overlap(spans):
     """Whether the (start, end) spans were all running at one moment."""
-    return max(start for start, _ in spans) < min(end for _, end in spans)
+    return max(start for start, _unused in spans) < min(end for _unused, end in spans)
 
 
 def outcome_table(output):

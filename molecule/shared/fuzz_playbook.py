@@ -49,7 +49,7 @@ def run_job(fuzzfile, logs, job=None, extra_vars=None, args=()):
     argv, env = playbook(fuzzfile, logs, job, extra_vars, args)
     started = time.monotonic()
     proc = subprocess.run(argv, cwd=_project(), env=env, stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True)
+                          stderr=subprocess.STDOUT, text=True, check=False)
     return proc.returncode, proc.stdout, time.monotonic() - started
 
 
@@ -101,13 +101,13 @@ def run_with_timeout(argv, env, cwd, timeout, grace):
     proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
-        output, _ = proc.communicate(timeout=timeout)
+        output, _unused = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGINT)
         try:
-            output, _ = proc.communicate(timeout=grace)
+            output, _unused = proc.communicate(timeout=grace)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
-            output, _ = proc.communicate()
+            output, _unused = proc.communicate()
         output = "(interrupted after %d s)\n%s" % (timeout, output)
     return proc.returncode, output, time.monotonic() - started

@@ -17,7 +17,7 @@ STOPFILE = "/tmp/quoting-held.stop"  # and ends when this exists
 
 
 def _docker_exec(*argv):
-    return subprocess.run(["docker", "exec", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    return subprocess.run(["docker", "exec", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=False)
 
 
 def _rank0_pid(head, playbook, timeout):
@@ -50,6 +50,6 @@ def held_run(nodes, logs, timeout=120):
         yield pid
     finally:
         _docker_exec(nodes[0], "touch", STOPFILE)
-        output, _ = playbook.communicate(timeout=120)
+        output, _unused = playbook.communicate(timeout=120)
         assert playbook.returncode == 0, output
         assert (logs / (JOB + ".log")).read_text().endswith("released\n")

@@ -17,7 +17,8 @@ from ansible_collections.fuzz.multinode.plugins.module_utils.node_runtime import
 )
 
 sys.path.insert(0, str(PROJECT / "files" / "multinode-runtime"))
-from multinode_runtime import registry  # noqa: E402,F401  (the node-side paths, for whole-tree scans)
+# The node-side paths, for the scenarios' whole-tree scans (node_runtime.registry).
+from multinode_runtime import registry  # noqa: E402,F401  # pylint: disable=unused-import
 
 
 def show_command(job=None):

@@ -59,7 +59,7 @@ def write_sif(dest, partition, *, fs_type=FS_SQUASHFS, part_type=PART_PRIMARY_SY
 
     now = 1_700_000_000
     table = b""
-    for i, (data_type, obj_offset, size, padded, obj_extra, _) in enumerate(objects):
+    for i, (data_type, obj_offset, size, padded, obj_extra, _unused) in enumerate(objects):
         table += (struct.pack("<i", data_type) + b"\x01"  # used
                   + struct.pack("<III", i + 1, GROUP_MASK | 1, 0)  # id, group 1, no link
                   + struct.pack("<qqq", obj_offset, size, padded)
@@ -81,7 +81,7 @@ def write_sif(dest, partition, *, fs_type=FS_SQUASHFS, part_type=PART_PRIMARY_SY
         out.write(header)
         out.seek(DESCRIPTORS_OFFSET)
         out.write(table)
-        for _, obj_offset, _, _, _, data in objects:
+        for _unused, obj_offset, _unused, _unused, _unused, data in objects:
             out.seek(obj_offset)
             out.write(data)
 

@@ -99,7 +99,7 @@ class ActionModule(ActionBase):
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
-        _, args = self.validate_argument_spec(argument_spec=LAUNCH_JOB_ARGUMENT_SPEC)
+        _unused, args = self.validate_argument_spec(argument_spec=LAUNCH_JOB_ARGUMENT_SPEC)
         if args["refused"]:
             # Its nodes refused the job: it never starts, and has no log.
             result.update(refusal(args["job"], args["refused"]))

@@ -47,7 +47,7 @@ class ActionModule(ActionBase):
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
-        _, params = self.validate_argument_spec(argument_spec=NODE_JOB_ARGUMENT_SPEC)
+        _unused, params = self.validate_argument_spec(argument_spec=NODE_JOB_ARGUMENT_SPEC)
         node = params["node"] or task_vars.get("inventory_hostname", "")
         playbook_pid = os.getppid()
         # Registering pulls the image (minutes, maybe); a teardown once begun
@@ -88,8 +88,8 @@ class ActionModule(ActionBase):
         best effort and bounded; when the run ends with it, its ephemeral
         volumes there too."""
         spec = params.get("spec") or {}
-        call, _ = node_job_call(dict(params, state="absent", run=params.get("run") or spec.get("run")), node,
-                                logs=False)
+        call, _unused = node_job_call(dict(params, state="absent", run=params.get("run") or spec.get("run")), node,
+                                      logs=False)
         call += ["--run-volumes"] if params["interrupt_ends_run"] else []
         grace = spec.get("kill_grace", 10)
         best_effort(int(grace) + 30, lambda: call_runtime(self, call, runtime=params["runtime"]))

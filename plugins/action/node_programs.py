@@ -113,7 +113,7 @@ class ActionModule(ActionBase):
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
-        _, params = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        _unused, params = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
         try:
             files = runtime_files(params["runtime_source"])
             files += [(program["src"], program["dest"], 0o755) for program in params["programs"]]

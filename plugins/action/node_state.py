@@ -59,7 +59,7 @@ class ActionModule(ActionBase):
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
-        _, params = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        _unused, params = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
         # Stripped: Ansible appends " && sleep 0" to the command.
         command = CHECK.strip() % {"stamp": STAMP, "local": "yes" if params["local"] else "no",
                                    "tools": " ".join(SSH_TOOLS)}

@@ -20,7 +20,7 @@ class ActionModule(ActionBase):
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
-        _, params = self.validate_argument_spec(argument_spec=RUN_VOLUMES_ARGUMENT_SPEC)
+        _unused, params = self.validate_argument_spec(argument_spec=RUN_VOLUMES_ARGUMENT_SPEC)
         try:
             answer = call_runtime(self, ["remove-volumes", params["run"], params["volume_root"]])
         except RuntimeRefused as exc:

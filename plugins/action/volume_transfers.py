@@ -68,7 +68,7 @@ class ActionModule(ActionBase):
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
-        _, params = self.validate_argument_spec(argument_spec=VOLUME_TRANSFERS_ARGUMENT_SPEC)
+        _unused, params = self.validate_argument_spec(argument_spec=VOLUME_TRANSFERS_ARGUMENT_SPEC)
         host = (task_vars or {}).get("inventory_hostname", "")
         direction = params["direction"]
         chosen, first, left_to_first = items_here(params["transfers"], direction, params["hosts"], host,
@@ -81,7 +81,7 @@ class ActionModule(ActionBase):
                 continue
             label = "[%s] %s" % (direction, item["field"])
             display.display(shown_on_terminal("%s: %s -> %s on %s" % (label, item["source"], item["destination"],
-                                                                        host)))
+                                                                      host)))
             try:
                 if direction == "egress" and item["destination"].startswith("file://"):
                     answer = self._fetch(params, volume, item, label)

@@ -190,7 +190,7 @@ class ActionModule(ActionBase):
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
-        _, args = self.validate_argument_spec(argument_spec=WORKFLOW_JOBS_ARGUMENT_SPEC)
+        _unused, args = self.validate_argument_spec(argument_spec=WORKFLOW_JOBS_ARGUMENT_SPEC)
         self.args = args
         self.units = {job["name"]: job for job in args["jobs"]}
         self.addresses = {node["node"]: node["address"] for node in args["nodes"]}
@@ -334,7 +334,7 @@ class ActionModule(ActionBase):
             fuzz_multinode_local=args["local"],
             fuzz_multinode_workflow_files={key: value for key, value in args["files"].items() if key in wanted},
             fuzz_multinode_member={"job": job, "nodes": [{"node": host, "address": self.addresses[host]}
-                                                          for host in placed]},
+                                                         for host in placed]},
             fuzz_multinode_running_services=[service for service in self._running_services(schedule)
                                              if service["name"] != name])
         service_files = {}
@@ -373,7 +373,7 @@ class ActionModule(ActionBase):
         if not selector.get_map():
             time.sleep(TICK)
             return
-        for key, _ in selector.select(TICK):
+        for key, _unused in selector.select(TICK):
             member = key.data
             try:
                 data = os.read(key.fileobj.fileno(), 1 << 16)
@@ -449,7 +449,7 @@ class ActionModule(ActionBase):
         told when it did not finish (its output is then kept)."""
         ephemeral = any("ephemeral" in (job.get("volumes") or {}).values() for job in self.args["jobs"])
         hosts = self.args["nodes"] if ephemeral else [node for node in self.args["nodes"]
-                                                       if node["node"] in self.started_on]
+                                                      if node["node"] in self.started_on]
         if not hosts:
             return []
         variables = {key: value for key, value in self.args["settings"].items() if value is not None}

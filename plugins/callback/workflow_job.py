@@ -8,11 +8,6 @@ in a file."""
 
 from __future__ import annotations
 
-import json
-import os
-
-from ansible.plugins.callback import CallbackBase
-
 DOCUMENTATION = r"""
 name: workflow_job
 type: stdout
@@ -30,8 +25,13 @@ description:
     task that failed (C(failure)). C(FUZZ_MULTINODE_WORKFLOW_JOB) names the job.
   - Not meant to be used on its own.
 author:
-  - fuzz.multinode developers
+  - fuzz.multinode developers (!UNKNOWN)
 """
+
+import json
+import os
+
+from ansible.plugins.callback import CallbackBase
 
 LAUNCH_ACTIONS = ("fuzz.multinode.launch_job", "launch_job")
 DEBUG_ACTIONS = ("ansible.builtin.debug", "debug", "ansible.legacy.debug")
@@ -97,7 +97,7 @@ class CallbackModule(CallbackBase):
         self._failed(result, "unreachable")
 
     def v2_runner_on_ok(self, result):
-        data, task, _ = _parts(result)
+        data, task, _unused = _parts(result)
         self._warnings(result, data)
         if task.action in LAUNCH_ACTIONS:
             self.report["launch"] = {key: data.get(key) for key in ("status", "message", "msg", "duration")}

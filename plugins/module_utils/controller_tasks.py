@@ -18,10 +18,12 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.fuzz.multinode.plugins.module_utils.fuzzfile import (
     ADMISSION_KEY,
+    SECRET_ARGUMENTS,
     FuzzfileError,
     Job,
     admission,
     admit,
+    check_secret_arguments,
     check_transfer_secrets,
     not_executed_yet,
     parse_workflow,
@@ -48,7 +50,9 @@ __all__ = [
 ]
 
 # Documented once for both tasks: plugins/doc_fragments/controller_task.py.
-SECRET_NAMES_OPTION: Dict[str, Any] = dict(type="list", elements="str")
+# The names of secrets (keys of fuzz_multinode_secrets), never their values:
+# nothing to hide (no_log=False says so to the checkers that ask).
+SECRET_NAMES_OPTION: Dict[str, Any] = dict(type="list", elements="str", no_log=False)
 
 FUZZFILE_ARGUMENT_SPEC: Dict[str, Any] = dict(
     path=dict(type="path", required=True),
@@ -56,7 +60,11 @@ FUZZFILE_ARGUMENT_SPEC: Dict[str, Any] = dict(
     secret_names=dict(SECRET_NAMES_OPTION),
     registry_secret_names=dict(SECRET_NAMES_OPTION),
     s3_secret_names=dict(SECRET_NAMES_OPTION),
+    # fuzz_multinode_secret_arguments: an argument expanding a secret://
+    # env value is run with a warning (allow) or refused (refuse).
+    secret_arguments=dict(type="str", default="allow", choices=list(SECRET_ARGUMENTS)),
 )
+
 
 def _nodes_option(address_required: bool) -> Dict[str, Any]:
     """The `nodes` option: the job's hosts in rank order, each with its
@@ -122,7 +130,7 @@ def load_fuzzfile(params: Mapping[str, Any]) -> Tuple[Dict[str, Any], List[str]]
             # Refused here, before any host is touched, rather than by
             # rank_plan after the nodes were prepared; rank_plan takes the
             # job's admission from its form and does not check it again.
-            admit(job, secret_names, registry_secret_names)
+            admit(job, secret_names, registry_secret_names, params.get("secret_arguments") or "allow")
         transfers = transfer_plan(workflow, run)
         check_transfer_secrets(transfers, secret_names, registry_secret_names, params.get("s3_secret_names"))
     except FuzzfileError as exc:
@@ -133,7 +141,7 @@ def load_fuzzfile(params: Mapping[str, Any]) -> Tuple[Dict[str, Any], List[str]]
 
     notes = workflow.warnings + workflow.unsupported
     for job in run:
-        notes += job.unsupported + not_executed_yet(job, whole_workflow=name is None)
+        notes += job.unsupported + not_executed_yet(job, whole_workflow=name is None) + check_secret_arguments(job)
     result: Dict[str, Any] = dict(
         changed=False, workflow=workflow.to_dict(), run=[admitted(job) for job in run], transfers=transfers
     )

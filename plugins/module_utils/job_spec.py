@@ -39,8 +39,12 @@ expanded; in script mode the script text is left alone (its shell expands) and
 
 Secrets (``secret://NAME`` env values, NAME being ``scope/name``): the spec
 keeps the references, in every rank's ``env`` and in ``secret_env`` (``{key:
-NAME}``); an argument that expands a secret key is refused (a command line
-is readable by every user of a node), so ``secret_args`` is empty. The
+NAME}``); an argument that expands a secret key keeps the reference in
+``argv`` and is listed in ``secret_args`` as ``{index, parts}``, its parts
+``[kind, value]`` (``text`` and its expanded text, or ``secret`` and the
+NAME), from which the node runtime builds the argument with the value
+(``secret_argument_parts``; the run policy warns of it, or refuses it with
+fuzz_multinode_secret_arguments: refuse). The
 ``image.secret`` reference (registry credentials for the image's pull) is
 ``image.secret``: its NAME, or None (none, or the job runs on the bare
 host and pulls nothing). Values never pass through
@@ -97,6 +101,7 @@ from ansible_collections.fuzz.multinode.plugins.module_utils.fuzzfile import (
 from ansible_collections.fuzz.multinode.plugins.module_utils.service_endpoints import (
     RunningService,
     access,
+    endpoint_url,
     running_services,
 )
 
@@ -141,6 +146,35 @@ def launcher(implementation: Any, hostlist: str, total: int, wrapper_path: str) 
         return ["mpiexec", "-hosts", hostlist, "-launcher", "ssh", "-launcher-exec",
                 wrapper_path, "-n", str(total)]
     return []
+
+
+def secret_argument_parts(
+    words: Sequence[str], env: Mapping[str, str], secrets: Mapping[str, str]
+) -> List[Dict[str, Any]]:
+    """``[{index, parts}]`` of the words that expand a key of ``secrets``
+    (``{env key: secret NAME}``): each word as ``[kind, value]`` parts,
+    ``["text", expanded text]`` (from ``env``, as ``expand`` does) and
+    ``["secret", NAME]``, adjacent text joined. No value is known here."""
+    found: List[Dict[str, Any]] = []
+    for index, word in enumerate(words):
+        if not any((m.group(1) or m.group(2)) in secrets for m in _EXPAND_RE.finditer(word)):
+            continue
+        pieces: List[List[str]] = []
+        at = 0
+        for match in _EXPAND_RE.finditer(word):
+            name = match.group(1) or match.group(2)
+            pieces.append(["text", word[at:match.start()]])
+            pieces.append(["secret", secrets[name]] if name in secrets else ["text", env.get(name, "")])
+            at = match.end()
+        pieces.append(["text", word[at:]])
+        parts: List[List[str]] = []
+        for kind, value in pieces:
+            if kind == "text" and parts and parts[-1][0] == "text":
+                parts[-1][1] += value
+            elif kind == "secret" or value:
+                parts.append([kind, value])
+        found.append({"index": index, "parts": parts})
+    return found
 
 
 def _expansion_env(env: Mapping[str, str], run: str) -> Mapping[str, str]:
@@ -454,9 +488,9 @@ def _render(
         words = job.args
     expansion = _expansion_env(head_env, run)
     argv = [expand(arg, expansion) for arg in words]
-    # An argument expanding a secret is refused by the run policy
-    # (check_secret_arguments); the node runtime refuses any in a spec too.
-    secret_args: List[Dict[str, Any]] = []
+    # An argument expanding a secret: its parts, the node runtime puts the
+    # value in (the run policy warned of it, or refused it).
+    secret_args = secret_argument_parts(words, expansion, secrets)
 
     spec: Dict[str, Any] = {
         "job": job.name,
@@ -511,11 +545,14 @@ def _render(
         # Whether volume_root is the same storage on every node ("auto":
         # the head's file system type says).
         "volume_sharing": volume_sharing,
-        # A service: its readiness probe (null: ready once started) and how
-        # long it may take to be ready; a job: null.
+        # A service: its readiness probe (null: ready once started), how
+        # long it may take to be ready, and its endpoints as its ready line
+        # shows them (URL, and the Fuzzfile's scope, not enforced); a job: null.
         "service": {
             "readiness_probe": job.readiness_probe,
             "ready_timeout": service_ready_timeout,
+            "endpoints": [{"name": endpoint.name, "url": endpoint_url(endpoint, checked[0]["address"]),
+                           "scope": endpoint.scope} for endpoint in job.endpoints],
         } if job.kind == "service" else None,
         # [host name, address] the runtime adds to the ranks' /etc/hosts
         # block: <service>.svc of every service the ranks reach.
@@ -547,6 +584,10 @@ def plan_resources(job: Job) -> Dict[str, Any]:
 def plan_task_array(
     job: Union[Job, Mapping[str, Any]],
     nodes: Sequence[Mapping[str, Any]],
+    *,
+    user: str,
+    wrapper_path: str,
+    kill_grace: int,
     **options: Any,
 ) -> Dict[str, Any]:
     """Render the spec of a task-array job: the spec ``plan_job`` renders for
@@ -578,7 +619,8 @@ def plan_task_array(
             % (job.name, job.max_hosts, len(nodes) if isinstance(nodes, (list, tuple)) else nodes)
         )
     # One run of the job on the first node: everything but the tasks.
-    spec = _render(dataclasses.replace(job, task_array=None), [nodes[0]], **options)
+    spec = _render(dataclasses.replace(job, task_array=None), [nodes[0]], user=user, wrapper_path=wrapper_path,
+                   kill_grace=kill_grace, **options)
     checked = _check_nodes(dataclasses.replace(job, nodes=len(nodes)), nodes, shared=local)
     base = {k: v for k, v in spec["ranks"][0]["env"].items() if k != "HOSTNAME"}
     notes = spec["unsupported"]
@@ -601,6 +643,9 @@ def plan_task_array(
                 "slots": spec["slots_per_node"],
                 "env": env,
                 "argv": [expand(arg, _expansion_env(env, options.get("run", ""))) for arg in words],
+                # the task's own: its text parts may expand FB_TASK_ID
+                "secret_args": secret_argument_parts(words, _expansion_env(env, options.get("run", "")),
+                                                     spec["secret_env"]),
             }
         )
     spec.update(

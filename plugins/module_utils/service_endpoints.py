@@ -88,7 +88,7 @@ def running_services(value: Any, planned: str, path: str = "services") -> List[R
         except ValueError:
             raise FuzzfileError("%s.address: must be an IP address, got %r" % (item_path, address)) from None
         services.append(RunningService(name, address, load_endpoints(item["endpoints"],
-                                                                      "%s.endpoints" % item_path)))
+                                                                     "%s.endpoints" % item_path)))
     return services
 
 

@@ -45,9 +45,12 @@ description:
     in the workflow, in any case), C(port-name) (a C(network.ports) name) or C(port)
     (with neither, the service's only port), C(protocol) (V(http), V(https), V(tcp),
     V(udp) or V(grpc), any case; V(http) by default), C(path) (an absolute URL path;
-    V(/) by default) and C(type) (Fuzzball's ingress kind: accepted, noted and ignored,
-    as there is no ingress here). A workflow of services only is a workflow like any
-    other.
+    V(/) by default), C(type) (Fuzzball's ingress kind: accepted, noted and ignored,
+    as there is no ingress here) and C(scope) (V(user), V(public), V(group) or any
+    non-empty string, a templated one too: kept in RV(job.endpoints) and shown with the
+    endpoint's URL in the service's ready line, noted as not enforced: the endpoint is
+    reached at its service's rank 0 node address and port by anyone who can reach that
+    node). A workflow of services only is a workflow like any other.
   - >-
     Every job and service to run must be runnable under its rank host names: the module
     fails when C(<job>-<rank>) would be longer than 63 characters (one DNS label). A
@@ -57,8 +60,20 @@ description:
     A volume's C(ingress) and C(egress) are checked: sources C(https://), C(http://),
     C(s3://BUCKET/KEY) or C(file://<name of a top-level files entry>) into C(file://PATH)
     inside the volume; from C(file://PATH) to C(s3://BUCKET/KEY) or C(file://PATH) (under the
-    controller's egress directory). A PATH that is absolute or escapes with C(..) is refused,
-    naming the field. The run's transfers are returned as RV(transfers).
+    controller's egress directory). A PATH with a leading C(/) is written from the root of
+    the volume (or of the egress directory): C(file:///ref.fa) is C(ref.fa) there. A PATH
+    that escapes with C(..), names no file (C(file:///), C(file://dir/)) or starts with
+    C(//) is refused, naming the field. The run's transfers are returned as RV(transfers).
+  - >-
+    A v1 volume's C(reference) is V(volume://user/ephemeral) or
+    V(volume://user/ephemeral/NAME) (the run's ephemeral volume; NAME is checked and
+    noted), V(volume://user/persistent/NAME) (store C(persistent/NAME)),
+    V(volume://user/persistent) (the job user's own, store C(user/persistent)) or
+    V(volume://account/persistent) (the account's, store C(account/persistent)).
+  - >-
+    A C(command) or C(args) entry that expands a C(secret://) env value is run with a
+    warning naming the field (users logged in on the job's nodes can read the value in the
+    rank's command line; other jobs cannot), or refused with O(secret_arguments=refuse).
   - The result's RV(job) is the input of M(fuzz.multinode.rank_plan).
 author:
   - fuzz.multinode developers (!UNKNOWN)
@@ -100,6 +115,17 @@ options:
       - Names only; secret values never pass through this module.
     type: list
     elements: str
+  secret_arguments:
+    description:
+      - >-
+        What to do with a C(command) or C(args) entry that expands a C(secret://) env
+        value: V(allow) admits the job with a warning naming the field; V(refuse) fails
+        the module naming it, before any host is touched (the role variable
+        C(fuzz_multinode_secret_arguments)). The value itself never passes through this
+        module: the job spec keeps the argument's parts and the node builds it.
+    type: str
+    choices: [allow, refuse]
+    default: allow
 notes:
   - >-
     The file is parsed with PyYAML's safe loader, adjusted to be closer to the YAML 1.2
@@ -196,7 +222,8 @@ workflow:
       sample: {"solver.conf": "tolerance = 1e-6\n"}
     volumes:
       description:
-        - Every declared volume by name - its C(store) (V(ephemeral) or C(persistent/NAME))
+        - Every declared volume by name - its C(store) (V(ephemeral), C(persistent/NAME),
+          V(user/persistent) or V(account/persistent))
           and its C(ingress) and C(egress) items, each C(source), C(destination) (URIs as
           written), C(secret) (the C(secret://) reference of the end that is not the volume,
           or V(null)), C(timeout_seconds) (C(policy.timeout.execute), or V(null)) and
@@ -438,9 +465,11 @@ job:
       description:
         - >-
           Where each volume that RV(job.mounts) names is kept: V(ephemeral) (one per run of
-          the workflow, C(volume://user/ephemeral), or v4 C(use: ephemeral)) or
-          C(persistent/NAME) (C(volume://user/persistent/NAME), or a v4 volume of another
-          storage class, named by its C(name) or else its key).
+          the workflow, C(volume://user/ephemeral) or C(volume://user/ephemeral/NAME), or v4
+          C(use: ephemeral)), C(persistent/NAME) (C(volume://user/persistent/NAME), or a v4
+          volume of another storage class, named by its C(name) or else its key),
+          V(user/persistent) (C(volume://user/persistent)) or V(account/persistent)
+          (C(volume://account/persistent)).
       type: dict
       returned: success
       sample: {scratch: ephemeral, results: persistent/results}
@@ -525,14 +554,15 @@ job:
       sample: [{name: http, port: 8080, protocol: TCP}]
     endpoints:
       description: >-
-        A service's C(network.endpoints), each C({name, port, protocol, path}), the port
-        resolved (from C(port-name), C(port) or the service's only port), C(protocol)
-        lower-case; jobs get C(FB_ENDPOINT_URL_<NAME>) and C(FB_ENDPOINT_PATH_<NAME>) of
-        each (see M(fuzz.multinode.rank_plan)). V([]) for a job.
+        A service's C(network.endpoints), each C({name, port, protocol, path, scope}), the
+        port resolved (from C(port-name), C(port) or the service's only port), C(protocol)
+        lower-case, C(scope) as written or V(null) (not enforced); jobs get
+        C(FB_ENDPOINT_URL_<NAME>) and C(FB_ENDPOINT_PATH_<NAME>) of each (see
+        M(fuzz.multinode.rank_plan)). V([]) for a job.
       type: list
       elements: dict
       returned: success
-      sample: [{name: web, port: 8080, protocol: http, path: /}]
+      sample: [{name: vnc, port: 6080, protocol: http, path: /, scope: user}]
     unsupported:
       description: Job features that were accepted but are ignored.
       type: list

@@ -32,7 +32,7 @@ description:
     the result carries no log text.
   - The job's result is returned; the task fails when the job fails.
 author:
-  - fuzz.multinode developers
+  - fuzz.multinode developers (!UNKNOWN)
 options:
   job:
     description: Name of the registered job.

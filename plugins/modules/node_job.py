@@ -24,7 +24,7 @@ description:
   - The node's job state is the runtime's alone; this module only calls its
     subcommands.
 author:
-  - fuzz.multinode developers
+  - fuzz.multinode developers (!UNKNOWN)
 options:
   job:
     description: Name of the job.

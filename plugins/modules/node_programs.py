@@ -21,7 +21,7 @@ description:
   - One command over the host's connection (an action plugin), with the
     files as one archive on its stdin; the node needs python3.
 author:
-  - fuzz.multinode developers
+  - fuzz.multinode developers (!UNKNOWN)
 options:
   runtime_source:
     description: Controller directory of the node runtime package.

@@ -19,7 +19,7 @@ description:
     that no facts need to be gathered.
   - One command over the host's connection (an action plugin).
 author:
-  - fuzz.multinode developers
+  - fuzz.multinode developers (!UNKNOWN)
 options:
   fingerprint:
     description: The fingerprint of what node preparation would install.

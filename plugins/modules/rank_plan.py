@@ -42,9 +42,11 @@ description:
   - >-
     C(secret://NAME) values of the job's C(env) stay references in the spec: every rank's
     RV(spec.ranks[].env) holds the reference, RV(spec.secret_env) maps each such key to its
-    NAME; an argument that expands such a key (command mode, or C(args)) is refused, naming
-    it (every user of a node can read a process's command line). The node runtime puts
-    the values into the environment when a rank starts, from values the play delivers to the nodes separately
+    NAME; an argument that expands such a key (command mode, or C(args)) keeps the
+    reference in RV(spec.argv) and is listed in RV(spec.secret_args) by its parts (the
+    run policy warns of it, or refuses it under C(fuzz_multinode_secret_arguments: refuse)).
+    The node runtime puts the values into the environment and those arguments when a rank
+    starts, from values the play delivers to the nodes separately
     (the C(fuzz.multinode.job) role takes them from C(fuzz_multinode_secrets)), so no value
     ever appears in this module's result. With O(secret_names), a reference to a name not
     among them is refused, naming the job, the C(env) key and the reference.
@@ -205,7 +207,7 @@ options:
         required: true
       endpoints:
         description: >-
-          The service's endpoints, each C({name, port, protocol, path}), as in the
+          The service's endpoints, each C({name, port, protocol, path, scope}), as in the
           C(endpoints) of its entry in RV(fuzz.multinode.fuzzfile#module:run).
         type: list
         elements: dict
@@ -340,12 +342,14 @@ spec:
     secret_args:
       description:
         - >-
-          Always empty: an argument that expands a secret C(env) key is refused (the node
-          runtime refuses a spec that lists any, C({index, parts})).
+          Each argument of RV(spec.argv) that expands a secret C(env) key, C({index, parts}):
+          its parts C([kind, value]), V(text) and the expanded text or V(secret) and the
+          secret's NAME, from which the node runtime builds the argument with the value. A
+          task's own are in its RV(spec.ranks) entry.
       type: list
       elements: dict
       returned: success
-      sample: []
+      sample: [{index: 2, parts: [[text, "Authorization: Bearer "], [secret, user/api-token]]}]
     files:
       description:
         - >-
@@ -428,6 +432,41 @@ spec:
       returned: success
       sample: {readiness_probe: {http-get: {port: 8080, path: /healthz, scheme: HTTP},
                                  period-seconds: 5}, ready_timeout: 300}
+      contains:
+        readiness_probe:
+          description: The service's C(readiness-probe), normalized; V(null) without one.
+          type: dict
+        ready_timeout:
+          description: Seconds the service may take to become ready (O(service_ready_timeout)).
+          type: int
+    mounts:
+      description: >-
+        The job's volumes at their mount locations, parents before what they hold: the
+        location, the volume's name and its store (V(ephemeral) or V(persistent/NAME)), the
+        directory under RV(spec.volume_root) that each rank sees there.
+      type: list
+      elements: dict
+      returned: success
+      sample: [{location: /data, volume: data, store: ephemeral}]
+    volume_root:
+      description: The directory on every node under which the volumes are (O(volume_root)).
+      type: str
+      returned: success
+      sample: /var/lib/fuzz-multinode/volumes
+    volume_sharing:
+      description: >-
+        Whether RV(spec.volume_root) is storage every node shares: V(shared), V(node-local)
+        or V(auto) (the head's file system type says).
+      type: str
+      returned: success
+      sample: auto
+    task_array:
+      description: >-
+        A task array's C(start), C(end) and the C(concurrency) the head enforces (the
+        Fuzzfile's, else one task per node at a time); absent for other jobs.
+      type: dict
+      returned: when the job has a C(task-array)
+      sample: {start: 1, end: 8, concurrency: 2}
     extra_hosts:
       description:
         - >-

@@ -19,7 +19,7 @@ description:
     the play once the run's last job has ended; persistent volumes are left alone.
   - One runtime command over the host's connection (an action plugin).
 author:
-  - fuzz.multinode developers
+  - fuzz.multinode developers (!UNKNOWN)
 options:
   run:
     description: The run's id (C(FB_WORKFLOW_ID)).

@@ -29,7 +29,7 @@ description:
     host's ingress; a failed egress item does not stop the others.
   - One runtime command per item over the host's connection (an action plugin).
 author:
-  - fuzz.multinode developers
+  - fuzz.multinode developers (!UNKNOWN)
 options:
   direction:
     description: V(ingress) (before the run's first job) or V(egress) (after its last).

@@ -39,7 +39,7 @@ description:
   - Runs on the controller only (an action plugin); its connection only asks whether the volume
     root is shared storage.
 author:
-  - fuzz.multinode developers
+  - fuzz.multinode developers (!UNKNOWN)
 options:
   jobs:
     description: The jobs to run, in dependency order (the C(run) result of C(fuzz.multinode.fuzzfile)).

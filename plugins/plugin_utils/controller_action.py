@@ -29,7 +29,7 @@ class ControllerTaskAction(ActionBase):
         result = super().run(tmp, task_vars)
         # Bad arguments fail the task with the validator's message, naming
         # the option, as the module would.
-        _, params = self.validate_argument_spec(argument_spec=self.ARGUMENT_SPEC)
+        _unused, params = self.validate_argument_spec(argument_spec=self.ARGUMENT_SPEC)
         try:
             done, warnings = self.work(params)
         except FuzzfileError as exc:

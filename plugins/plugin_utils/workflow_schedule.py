@@ -126,7 +126,7 @@ class Schedule:
                 stop.append((name, "every job that needs it running has ended"))
             elif jobs_over:
                 stop.append((name, "the workflow's jobs are over"))
-        self.stopping.update(name for name, _ in stop)
+        self.stopping.update(name for name, _unused in stop)
         return stop
 
     def _jobs_over(self):
@@ -155,13 +155,14 @@ class Schedule:
         dependants' messages): its hosts are free again. Returns the jobs
         that will not run now (its dependants, if it did not finish, and
         theirs)."""
-        assert self.status[name] == RUNNING, (name, self.status[name])
+        if self.status[name] != RUNNING:
+            raise ValueError("job %s ended while %s, not RUNNING" % (name, self.status[name]))
         was_ready = name in self.ready
         self.status[name] = status
         self.ready.discard(name)
         if self.is_service(name):
             self.why[name] = "ended (%s%s)%s" % (status, "" if was_ready else " before it was ready",
-                                                  ": " + message if message else "")
+                                                 ": " + message if message else "")
         for host in self.placed[name]:
             (self.service_load if self.is_service(name) else self.load)[host] -= 1
         return self._block_dependants()

@@ -84,11 +84,11 @@ def combine(dest, sources, replace=None):
     unchanged except for `replace` ({old: new}, e.g. where this machine has
     a program the node image has elsewhere). Returns dest."""
     parts = ["# Put together by tests/local from:\n"]
-    parts += ["#   %s\n" % Path(path).relative_to(REPO) for path, _ in sources]
+    parts += ["#   %s\n" % Path(path).relative_to(REPO) for path, _unused in sources]
     parts.append("version: v4\njobs:\n")
     for path, names in sources:
         jobs = fuzzfile_jobs(path)
-        found = [name for name, _ in jobs]
+        found = [name for name, _unused in jobs]
         for name in names or []:
             assert name in found, "%s has no job %s" % (path, name)
         parts += [text for name, text in jobs if names is None or name in names]
@@ -106,7 +106,7 @@ def job_names(fuzzfile):
     text = Path(fuzzfile).read_text()
     top = [line.rstrip() for line in text.splitlines() if line[:1] not in ("", " ", "\t", "#")]
     if top == ["version: v4", "jobs:"]:
-        return [name for name, _ in fuzzfile_jobs(fuzzfile)]
+        return [name for name, _unused in fuzzfile_jobs(fuzzfile)]
     data = yaml.safe_load(text)
     return list(data.get("jobs") or {}) + list(data.get("services") or {})
 
@@ -140,7 +140,7 @@ def _same_root(pid):
 def _uts_name(pid):
     """The host name of the UTS namespace process `pid` is in (None: gone)."""
     done = subprocess.run(["nsenter", "--target", str(pid), "--uts", "hostname"],
-                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, check=False)
     return done.stdout.strip() if done.returncode == 0 else None
 
 
@@ -171,7 +171,7 @@ def job_processes(jobs):
             continue  # gone
         args = _read("/proc/%s/cmdline" % entry).replace("\0", " ").strip()
         what = "pid %s uid %s state %s: %s" % (entry, uid.group(1), state.group(1) if state else "?",
-                                                args or "[" + _read("/proc/%s/comm" % entry).strip() + "]")
+                                               args or "[" + _read("/proc/%s/comm" % entry).strip() + "]")
         mnt, uts = _ns(entry, "mnt"), _ns(entry, "uts")
         if mnt is None or uts is None:
             if int(uid.group(1)) == job_uid and (state and state.group(1) == "Z"):
@@ -370,4 +370,4 @@ def unregister(jobs):
     for job in jobs:
         if os.path.exists(registry.job_dir(job)):
             subprocess.run(["/usr/bin/python3", "-I", RUNTIME, "cleanup", job],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120)
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120, check=False)

@@ -95,13 +95,13 @@ def test_task_array_runs_every_task_once_with_its_id_and_host_name(basics):
     each its own log task-<id>.log."""
     records = task_records(basics.logs / "sweep")
     assert sorted(records) == list(range(1, 9)), basics
-    for task_id, (hostname, env_hostname, _, _, _) in records.items():
+    for task_id, (hostname, env_hostname, _unused, _unused, _unused) in records.items():
         assert (hostname, env_hostname) == ("sweep-%d" % task_id,) * 2
 
 
 def test_task_array_runs_at_most_concurrency_tasks_at_once(basics):
     """concurrency 4 on the one machine: never more than 4, and they overlap."""
-    intervals = [(start, end) for _, _, _, start, end in task_records(basics.logs / "sweep").values()]
+    intervals = [(start, end) for _unused, _unused, _unused, start, end in task_records(basics.logs / "sweep").values()]
     assert 2 <= most_at_once(intervals) <= 4, intervals
 
 

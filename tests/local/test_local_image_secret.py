@@ -47,7 +47,8 @@ def tools():
 
 
 def podman(*args, **kwargs):
-    return subprocess.run(["podman"] + list(args), capture_output=True, text=True, **kwargs)
+    return subprocess.run(["podman"] + list(args), capture_output=True, text=True,
+                          check=kwargs.pop("check", False), **kwargs)
 
 
 def _push_image(tmp, host, repository, authfile=None):
@@ -163,7 +164,7 @@ def failure(uri, reason, tool):
 
 
 def test_a_docker_image_behind_credentials(node, private, images):
-    _, log, uri, _ = private
+    _unused, log, uri, _unused = private
     name = uri[len("docker://"):]
     for password, reason in ((None, NONE_GIVEN), ("wrong", REFUSED)):
         with failure(uri, reason, "podman") as info:
@@ -190,7 +191,7 @@ def test_a_docker_image_behind_credentials(node, private, images):
 
 
 def test_an_oras_image_behind_credentials(node, private, images):
-    _, log, _, uri = private
+    _unused, log, _unused, uri = private
     for password, reason in ((None, NONE_GIVEN), ("wrong", REFUSED)):
         with failure(uri, reason, "skopeo"):
             pull(uri, password)
@@ -210,11 +211,11 @@ def test_an_oras_image_behind_credentials(node, private, images):
 
 
 def test_a_job_with_a_secret_is_asked_even_for_an_image_the_site_pulled(node, private, images, monkeypatch,
-                                                                       tmp_path):
+                                                                        tmp_path):
     """An image the node's own credentials pulled (Podman's auth file) is
     the site's to share: a job naming no image.secret gets it from the
     cache. A job naming one is still asked for its credentials."""
-    host, log, uri, _ = private
+    host, log, uri, _unused = private
     name = uri[len("docker://"):]
     monkeypatch.setenv("REGISTRY_AUTH_FILE", str(_authfile(tmp_path / "site-auth.json", host, PASSWORD)))
     assert pull(uri, None) == name
@@ -240,7 +241,7 @@ def test_a_mirror_gets_the_sites_credentials_never_the_jobs(node, private, image
     (registries.conf): the job's credentials are for the registry the URI
     names and never go to the mirror; the site's own auth file (Podman's,
     merged into the job's) has the mirror's."""
-    host, _, uri, _ = private
+    host, _unused, uri, _unused = private
     mirrored = "docker://registry.fmn.invalid/%s" % uri.split("/", 3)[3]
     conf = tmp_path / "registries.conf"
     conf.write_text('[[registry]]\nprefix = "registry.fmn.invalid"\nlocation = "registry.fmn.invalid"\n'
@@ -260,7 +261,7 @@ def test_run_job_delivers_the_credentials_to_the_pull_and_shows_them_nowhere(pri
     job fails at its pull, before any rank starts, saying why; with the
     right ones the pull succeeds and the job then needs `podman run`, which
     this machine cannot do (the containers scenario runs that)."""
-    host, _, uri, _ = private
+    host, _unused, uri, _unused = private
     fuzzfile = tmp_path / "image-secret.yml"
     fuzzfile.write_text(yaml.safe_dump({"version": "v4", "jobs": {JOB: {
         "image": {"uri": uri, "secret": "secret://user/registry"}, "command": ["/bin/true"]}}}))
@@ -272,7 +273,7 @@ def test_run_job_delivers_the_credentials_to_the_pull_and_shows_them_nowhere(pri
     argv, env = lj.playbook(fuzzfile, tmp_path / "logs", {"fuzz_multinode_execution": "container"})
     argv += ["-e", "@%s" % secrets, "-vvv"]
     env.update(CONTAINERS_REGISTRIES_CONF=str(conf), REGISTRY_AUTH_FILE=str(_no_credentials(tmp_path)))
-    rc, output, _ = fuzz_playbook.run_with_timeout(argv, env, lj.REPO, lj.PLAYBOOK_TIMEOUT, grace=60)
+    rc, output, _unused = fuzz_playbook.run_with_timeout(argv, env, lj.REPO, lj.PLAYBOOK_TIMEOUT, grace=60)
     (tmp_path / "image-secret.out").write_text(output)
     assert rc != 0
     assert re.search(r"node localhost cannot pull image %s: %s \(podman: .*unauthorized: authentication required\)"

@@ -49,7 +49,7 @@ def mirror(tmp_path_factory):
 
 @pytest.fixture
 def registries_conf(tmp_path, mirror, monkeypatch):
-    host, _ = mirror
+    host, _unused = mirror
     conf = tmp_path / "registries.conf"
     conf.write_text('[[registry]]\nprefix = "docker.io"\nlocation = "docker.io"\n'
                     '[[registry.mirror]]\nlocation = "%s"\ninsecure = true\n' % host)
@@ -63,7 +63,8 @@ def images():
     made = []
     yield made
     for name in made:
-        subprocess.run(["podman", "rmi", "--force", name], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.run(["podman", "rmi", "--force", name], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                       check=False)
 
 
 def make_sif(tmp_path, marker):
@@ -91,7 +92,7 @@ def image_id(name):
 
 
 def test_pulled_through_the_mirror_converted_and_cached(tmp_path, mirror, registries_conf, images):
-    host, _ = mirror
+    host, _unused = mirror
     marker = uuid.uuid4().hex[:8]
     digest = sif_writer.push_sif(str(make_sif(tmp_path, marker)), "%s/%s:%s" % (host, REPOSITORY, marker))
     uri = "oras://docker.io/%s@%s" % (REPOSITORY, digest)
@@ -110,7 +111,7 @@ def test_pulled_through_the_mirror_converted_and_cached(tmp_path, mirror, regist
 
 
 def test_a_tag_is_looked_up_and_its_digest_used(tmp_path, mirror, registries_conf, images):
-    host, _ = mirror
+    host, _unused = mirror
     marker = uuid.uuid4().hex[:8]
     digest = sif_writer.push_sif(str(make_sif(tmp_path, marker)), "%s/%s:%s" % (host, REPOSITORY, marker))
     name = oras.podman_image("oras://docker.io/%s:%s" % (REPOSITORY, marker), str(tmp_path))
@@ -199,7 +200,7 @@ def test_digest_mismatches(tmp_path, mirror, registries_conf):
 
 
 def test_not_a_sif(tmp_path, mirror, registries_conf):
-    host, _ = mirror
+    host, _unused = mirror
     oci = tmp_path / "layer.tar"
     oci.write_bytes(b"\0" * 1024)
     digest = sif_writer.push_sif(str(oci), "%s/library/alpine:oci" % host,
@@ -218,7 +219,7 @@ def test_not_a_sif(tmp_path, mirror, registries_conf):
 
 
 def test_a_missing_work_directory(tmp_path, mirror, registries_conf):
-    host, _ = mirror
+    host, _unused = mirror
     digest = sif_writer.push_sif(str(make_sif(tmp_path, "workdir")), "%s/%s:workdir" % (host, REPOSITORY))
     uri = "oras://docker.io/%s@%s" % (REPOSITORY, digest)
     with pytest.raises(RuntimeFailure, match="image %s: cannot convert it in %s: No such file or directory"
@@ -227,7 +228,7 @@ def test_a_missing_work_directory(tmp_path, mirror, registries_conf):
 
 
 def test_two_jobs_starting_at_once_convert_once(tmp_path, mirror, registries_conf, images):
-    host, _ = mirror
+    host, _unused = mirror
     digest = sif_writer.push_sif(str(make_sif(tmp_path, "twice")), "%s/%s:twice" % (host, REPOSITORY))
     uri = "oras://docker.io/%s@%s" % (REPOSITORY, digest)
     with concurrent.futures.ThreadPoolExecutor(2) as pool:

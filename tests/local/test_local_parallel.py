@@ -28,7 +28,7 @@ RUN_ID = re.compile(r"\d{8}T\d{6}Z-[0-9a-f]{6}")
 
 def in_order(first, then):
     """Every span of `first` ended before any span of `then` started."""
-    return max(end for _, end in first) < min(start for start, _ in then)
+    return max(end for _unused, end in first) < min(start for start, _unused in then)
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +45,7 @@ def parallel(workdir):
 def test_a_parallel_workflow_finishes(parallel):
     assert parallel.rc == 0, parallel
     assert outcome_table(parallel.output).keys() == set(FAN + DIAMOND), parallel
-    assert {status for status, _, _ in outcome_table(parallel.output).values()} == {"FINISHED"}, parallel
+    assert {status for status, _unused, _unused in outcome_table(parallel.output).values()} == {"FINISHED"}, parallel
 
 
 def test_independent_jobs_run_at_the_same_time(parallel):
@@ -62,18 +62,18 @@ def test_a_diamond_runs_its_sides_together_after_its_top_and_its_bottom_after_ev
 
 
 def test_every_job_has_the_runs_id(parallel):
-    runs = {run for _, _, run, _ in job_spans(parallel.logs, FAN + DIAMOND).values()}
+    runs = {run for _unused, _unused, run, _unused in job_spans(parallel.logs, FAN + DIAMOND).values()}
     assert len(runs) == 1 and RUN_ID.fullmatch(runs.pop()), runs
 
 
 def test_the_output_says_when_each_job_started_where_and_when_it_ended(parallel):
     started = started_on(parallel.output)
     assert sorted(started) == sorted((job, ["localhost"]) for job in FAN + DIAMOND), parallel
-    jobs = [job for job, _ in started]
+    jobs = [job for job, _unused in started]
     assert jobs.index("bottom") > max(jobs.index(side) for side in SIDES) > min(jobs.index(side) for side in SIDES) \
         > jobs.index("top"), jobs
     rows = outcome_table(parallel.output)
-    for _, start, end in rows.values():
+    for _unused, start, end in rows.values():
         assert re.fullmatch(r"\d\d:\d\d:\d\d", start) and re.fullmatch(r"\d\d:\d\d:\d\d", end), rows
     # The sides started once the top had ended, the bottom once they all had.
     assert min(rows[side][1] for side in SIDES) >= rows["top"][2], rows
@@ -116,7 +116,7 @@ def test_a_failed_job_stops_its_dependants_and_fails_the_run_naming_every_unfini
         "workflow failed: left FAILED: rank 0 (left-0 on localhost) exited with status 3; "
         "join NOT_RUN: job join not run: it depends on left, which did not finish"), failing_branch
     assert not (failing_branch.logs / "join.log").exists()
-    assert "join" not in [job for job, _ in started_on(failing_branch.output)]
+    assert "join" not in [job for job, _unused in started_on(failing_branch.output)]
 
 
 def test_the_other_branches_of_a_failed_job_still_run(failing_branch):
@@ -124,7 +124,7 @@ def test_the_other_branches_of_a_failed_job_still_run(failing_branch):
                       ("lone", "lone ran"), ("left", "left is failing")]:
         assert failing_branch.log(job) == line + "\n", job
     # lone needs nothing: it started with start, not after it.
-    jobs = [job for job, _ in started_on(failing_branch.output)]
+    jobs = [job for job, _unused in started_on(failing_branch.output)]
     assert sorted(jobs[:2]) == ["lone", "start"], jobs
     assert failing_branch.state == lj.cleaned(failing_branch.state, failing_branch.jobs), failing_branch
 
@@ -232,7 +232,7 @@ def task_array_beside(workdir):
     directory = workdir / "task-array-beside"
     directory.mkdir()
     fuzzfile = lj.combine(directory / "task-array-beside.yml", [(WORKFLOWS / "task-array.yml", None),
-                                                               (WORKFLOWS / "fan-out.yml", ["fan-1"])])
+                                                                (WORKFLOWS / "fan-out.yml", ["fan-1"])])
     return lj.run_job(fuzzfile, directory / "logs")
 
 
@@ -241,11 +241,11 @@ def test_a_task_array_runs_through_the_runner_beside_another_job(task_array_besi
     assert run.rc == 0, run
     assert {job: row[0] for job, row in outcome_table(run.output).items()} == \
         {"sweep": "FINISHED", "fan-1": "FINISHED"}, run
-    assert sorted(job for job, _ in started_on(run.output)) == ["fan-1", "sweep"], run
+    assert sorted(job for job, _unused in started_on(run.output)) == ["fan-1", "sweep"], run
     tasks = task_records(run.logs / "sweep")
     assert sorted(tasks) == list(range(1, 9)), tasks
-    assert {name for name, _, _, _, _ in tasks.values()} == {"sweep-%d" % task for task in range(1, 9)}, tasks
-    fan_start, fan_end, _, _ = job_spans(run.logs, ["fan-1"])["fan-1"]
+    assert {task[0] for task in tasks.values()} == {"sweep-%d" % task for task in range(1, 9)}, tasks
+    fan_start, fan_end, _unused, _unused = job_spans(run.logs, ["fan-1"])["fan-1"]
     # The array's tasks ran while fan-1 ran: the two jobs overlapped.
-    assert any(start < fan_end and end > fan_start for _, _, _, start, end in tasks.values()), (tasks, fan_start)
+    assert any(start < fan_end and end > fan_start for *_unused, start, end in tasks.values()), (tasks, fan_start)
     assert run.state == lj.cleaned(run.state, run.jobs), run

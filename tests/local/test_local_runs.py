@@ -62,7 +62,7 @@ def test_the_same_job_started_twice_at_once_runs_once_and_refuses_the_second(wor
             started.append((fuzzfile, directory / "logs", proc, out, time.monotonic()))
         # The refused run ends first; then the other may end too.
         deadline = time.monotonic() + lj.PLAYBOOK_TIMEOUT
-        while all(proc.poll() is None for _, _, proc, _, _ in started) and time.monotonic() < deadline:
+        while all(proc.poll() is None for _unused, _unused, proc, *_rest in started) and time.monotonic() < deadline:
             time.sleep(0.5)
         (go / "go").touch()
         for fuzzfile, logs, proc, out, began in started:
@@ -72,7 +72,7 @@ def test_the_same_job_started_twice_at_once_runs_once_and_refuses_the_second(wor
                                socket.gethostname()))
     finally:
         (go / "go").touch()
-        for _, _, proc, out, _ in started:
+        for _unused, _unused, proc, out, _unused in started:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()

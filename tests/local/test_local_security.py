@@ -64,7 +64,7 @@ def as_user(name, *argv):
     user = pwd.getpwnam(name)
     done = subprocess.run(["/usr/bin/python3", "-I", *argv], user=user.pw_uid, group=user.pw_gid,
                           extra_groups=[], cwd="/", stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          text=True, timeout=60)
+                          text=True, timeout=60, check=False)
     return done.stdout.strip()
 
 
@@ -80,7 +80,7 @@ def in_rank(rank, *argv):
     done = subprocess.run(["nsenter", "--target", str(pids[0]), "--uts", "--mount", "--pid", "--ipc",
                            "setpriv", "--reuid", str(user.pw_uid), "--regid", str(user.pw_gid), "--clear-groups",
                            "/usr/bin/python3", "-I", *argv],
-                          cwd="/", stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60)
+                          cwd="/", stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60, check=False)
     return done.stdout.strip()
 
 
@@ -144,7 +144,7 @@ def processes_by_namespace():
         # "pid P uid U state S: ARGS (host name NAME)"
         head, rest = entry.split(": ", 1)
         uid = int(head.split()[3])
-        args, _, name = rest.rpartition(" (host name ")
+        args, _unused, name = rest.rpartition(" (host name ")
         found.append((uid, args, name.rstrip(")")))
     return found
 
@@ -301,7 +301,7 @@ def test_job_processes_run_as_the_job_user_except_the_runtime(held):
         runtime = args.startswith("/usr/bin/python3 -I %s " % lj.RUNTIME) or (
             args.startswith("/usr/bin/nsenter --target ") and " --setuid %d " % job_uid in args)
         assert uid == job_uid or (uid == 0 and runtime), (uid, args, name)
-    assert {name for uid, _, name in processes if uid == job_uid} == {"%s-%d" % (JOB, r) for r in RANKS}, \
+    assert {name for uid, _unused, name in processes if uid == job_uid} == {"%s-%d" % (JOB, r) for r in RANKS}, \
         processes
 
 
@@ -314,7 +314,7 @@ def test_the_job_namespaces_are_pinned_while_the_job_runs_and_released_after(hel
     cleanup releases it."""
     records = held["ns_records"]
     assert len(records) >= len(RANKS), records
-    assert {name: ino for name, ino in records.items()} == {name: int(name) for name in records}
+    assert dict(records) == {name: int(name) for name in records}
     assert held["mounts_after"] == []
 
 

@@ -66,8 +66,8 @@ def test_the_job_reads_from_the_service_once_it_is_ready_and_the_service_is_then
     assert services.log("reader").startswith("hello from web-0\n127.0.0.1 "), services.log("reader")
     assert " web.svc\n" in services.log("reader"), services.log("reader")
     web = services.log("web")
-    assert "fuzz.multinode: service web is ready: http-get http://127.0.0.1:%d/hello.txt: status 200\n" \
-        % services.port in web, web
+    assert ("fuzz.multinode: service web is ready: http-get http://127.0.0.1:%d/hello.txt: status 200; "
+            "endpoint web at http://127.0.0.1:%d/\n" % (services.port, services.port)) in web, web
     assert "job web canceled by the workflow: every job that needs it running has ended\n" in web, web
     started = re.findall(r"^\[(\S+)\] started on hosts ", services.output, re.M)
     assert started == ["web", "reader"], services
@@ -107,7 +107,7 @@ def test_a_workflow_of_services_only_runs_until_ctrl_c_which_stops_them_and_leav
     proc = lj.start_playbook(fuzzfile, directory / "logs", out_path)
     try:
         lj.wait_for_output(proc, out_path, lambda output: "[notebook] fuzz.multinode: service notebook is ready: "
-                                                           "exec /bin/sh -c" in output, 240)
+                           "exec /bin/sh -c" in output, 240)
         time.sleep(3)
         assert proc.poll() is None, out_path.read_text()[-6000:]  # ready, and kept running
         os.killpg(proc.pid, signal.SIGINT)  # as a terminal sends Ctrl-C

@@ -36,7 +36,7 @@ def attacks(workdir):
         # Survivors (the hole reopened): the machine is put right, as the
         # job user, for the tests after these; a process that forks on is
         # stopped only by a kill of all the job user's processes at once.
-        for _ in range(3):
+        for _unused in range(3):
             subprocess.run(["su", lj.JOB_USER, "-s", "/bin/sh", "-c", "kill -9 -1"], check=False)
             time.sleep(0.5)
     for trace in TRACES.values():

@@ -261,7 +261,7 @@ def test_the_transfers_show_their_progress_in_the_workflow_output(moved):
                  "[ingress] volumes.data.ingress[2]: done, 20 bytes in ",
                  "[egress] volumes.data.egress[1]: done, 50.0 MiB in ",
                  "[egress] volumes.data.egress[2]: done, "):
-        assert line.split("%s")[0] in moved.output, moved
+        assert line.split("%s", maxsplit=1)[0] in moved.output, moved
     # The server held the second half back for a while: the node said how far
     # it was, and the controller meanwhile that it was still copying.
     assert re.search(r"^\[ingress\] volumes\.data\.ingress\[0\]: \d+\.\d MiB of 50\.0 MiB \(\d+%\), "
@@ -316,7 +316,7 @@ def ingress_failed(servers, workdir):
     for path in (kept, kept / "inputs", kept / "inputs" / "big.bin"):
         os.chown(path, user.pw_uid, user.pw_gid)
     kept.chmod(0o700)
-    for name, (source, secret, _) in INGRESS_FAILURES.items():
+    for name, (source, secret, _unused) in INGRESS_FAILURES.items():
         store = "volume://user/persistent/fmn-local-kept" if name == "cut" else "volume://user/ephemeral"
         source = source.replace("PORT", str(free_port("127.0.0.1")))
         text = (INGRESS_FAILING.replace("STORE", store).replace("SOURCE", source)
@@ -432,7 +432,8 @@ def test_a_volume_path_that_escapes_with_dotdot_is_refused_before_anything_runs(
     refused = run(servers, workdir, "escaping", ESCAPING)
     assert refused.rc != 0, refused
     assert ("volumes.data.ingress[0].destination.uri: 'file://../../../etc/cron.d/fmn' escapes the volume with "
-            "'..'; it must be a path inside the volume, relative and without '..'") in refused.output, refused
+            "'..'; it must be a path inside the volume (file://dir/name, or file:///dir/name from its root), "
+            "without '..'") in refused.output, refused
     assert "TASK [fuzz.multinode.node" not in refused.output, refused  # no host touched
     assert not os.path.exists("/etc/cron.d/fmn")
     assert (sorted(os.listdir(servers["root"])) if servers["root"].exists() else []) == before

@@ -102,7 +102,7 @@ def paths(workdir):
             # Both calls are running: each client has made its call. The
             # job wrote the pids its sandbox knows them by; this machine's:
             host = {key: lj.host_pid(JOB, seen[key]) for key in ("fast_client", "fast_sleep", "slow_client",
-                                                                   "slow_sleep")}
+                                                                 "slow_sleep")}
             seen["host_pids"] = host
             for way in ("fast", "slow"):
                 seen[way + "_argv"] = cmdline(host[way + "_client"])
@@ -176,7 +176,7 @@ def test_a_call_from_the_head_is_made_by_the_agent(paths):
     assert int(paths["slow_client"]) not in paths["agent_clients"], paths["agent_clients"]
     # The one Python wrapper on the machine is the slow call's, and so is
     # the one `connect` (its way to the local launch socket).
-    assert [pid for pid, _ in paths["wrappers"]] == [paths["host_pids"]["slow_client"]], paths["wrappers"]
+    assert [pid for pid, _unused in paths["wrappers"]] == [paths["host_pids"]["slow_client"]], paths["wrappers"]
     assert len(paths["connects"]) == 1, paths["connects"]
 
 

@@ -214,7 +214,7 @@ def test_agent_refuses_an_unknown_host_and_fails_the_job(head):
 
 
 def test_a_call_for_a_rank_of_the_agents_own_node_is_forked_there(head):
-    the_agent, _, _ = head
+    the_agent, _unused, _unused = head
     here = the_agent.channel_to(SPEC.ranks[0])
     assert isinstance(here, channel.ForkedCalls)
     assert the_agent.channel_to(SPEC.ranks[0]) is here  # one for the node, made once
@@ -412,7 +412,7 @@ def test_agent_writes_forwarded_lines_into_its_clients_outputs_before_answering(
 
 def test_a_slow_reader_of_forwarded_output_holds_back_its_node_and_gets_every_line(forwarding_client):
     the_agent, stand_in, pid, log, err_r, reply = forwarding_client
-    [(call_id, _)] = stand_in.started
+    [(call_id, _unused)] = stand_in.started
     channel_r, channel_w = os.pipe()
     stand_in.fds = lambda: [channel_r]
     line = b"x" * 99 + b"\n"
@@ -469,7 +469,7 @@ def test_rank_0s_unterminated_writes_and_forwarded_lines_stay_whole_lines_in_the
     relay.start()
     try:
         reply = client(["j-1", "cat", "lines"], pid=pid, forward=True)
-        [(call_id, _)] = stand_in.started
+        [(call_id, _unused)] = stand_in.started
         deadline = time.monotonic() + 10
         while not relay.lines.pending and time.monotonic() < deadline:
             time.sleep(0.01)  # rank 0's "0 " is in the relay
@@ -494,7 +494,7 @@ def test_rank_0s_unterminated_writes_and_forwarded_lines_stay_whole_lines_in_the
 def serve_output_for_test(request):
     """A launcher stand-in forwarding `command` MiB of lines in frames of up to 1 MiB."""
     line = b"y" * 99 + b"\n"
-    for _ in range(int(request["command"])):
+    for _unused in range(int(request["command"])):
         wire.send_frame(1, wire.FRAME_STDOUT, line * 10486)
     wire.send_frame(1, wire.FRAME_STDERR, b"done\n")
     wire.send_frame(1, wire.FRAME_EXIT, b"0")
@@ -529,7 +529,7 @@ def pooled(head):
     start() and serve() make them; yields (agent, channel, a function
     making a client's claim of a slot and its request, returning the read
     end of the slot's FIFO)."""
-    the_agent, stand_in, _ = head
+    the_agent, stand_in, _unused = head
     for slot in range(the_agent.files.pool_size):
         os.mkfifo(the_agent.files.slot_path(slot, "reply"), 0o600)
     the_agent.files.open_pool()
@@ -614,7 +614,7 @@ def test_an_answer_its_client_did_not_read_never_reaches_the_slots_next_client(p
     pid = sleeper()
     reply = claim(0, ["j-1", "true"], pid)
     os.close(reply)  # the client dies before it reads its answer
-    [(call_id, _)] = stand_in.started
+    [(call_id, _unused)] = stand_in.started
     the_agent.finish(the_agent.calls[call_id], 7)
     os.kill(pid, signal.SIGKILL)
     os.waitpid(pid, 0)
@@ -702,7 +702,7 @@ def test_a_slot_its_slow_client_gave_back_serves_the_next_call(pooled):
         os.unlink(the_agent.files.slot_path(0, "claim"))
         assert not the_agent.calls_in_flight()
         reply = claim(0, ["j-1", "true"], second)
-        [(call_id, _)] = stand_in.started
+        [(call_id, _unused)] = stand_in.started
         the_agent.finish(the_agent.calls[call_id], 0)
         assert os.read(reply, 100) == b"0 \n"
         os.close(reply)

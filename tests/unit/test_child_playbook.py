@@ -26,7 +26,7 @@ TABLE = option_table()
      ["-i", "hosts", "--extra-vars=@secrets.yml", "-e", "job=x"]),
     # Flags clustered, verbosity, become, a value that looks like a playbook.
     (["-vvv", "-b", "--become-user", "run-job.yml", "run-job.yml"], ["-v", "-v", "-v", "-b", "--become-user",
-                                                                      "run-job.yml"]),
+                                                                     "run-job.yml"]),
     # An unambiguous prefix of a long option, as argparse accepts it.
     (["--inv", "hosts", "a.yml", "--vault-pass-file", "pw"], ["--inv", "hosts", "--vault-pass-file", "pw"]),
     # What chooses or lists the tasks of the running playbook does not pass.
@@ -67,7 +67,7 @@ def test_the_command_runs_ansible_playbook_with_the_options_and_the_extra_vars_l
                        "-e", "@/tmp/w/job.json", "/c/job.yml"]
     with pytest.raises(NotPassable) as caught:
         child_command("/c/job.yml", "x", argv=["run-job.yml", "-K"], cliargs={"args": ("run-job.yml",),
-                                                                             "become_ask_pass": True}, table=TABLE)
+                                                                              "become_ask_pass": True}, table=TABLE)
     assert str(caught.value) == "-K/--ask-become-pass asks the terminal for a password"
     with pytest.raises(NotPassable):
         child_command("/c/job.yml", "x", argv=[], cliargs={}, table=TABLE)  # not from ansible-playbook

@@ -56,7 +56,7 @@ def test_the_command_starts_in_the_cwd_with_its_arguments_intact(shell, tmp_path
 
 @pytest.mark.parametrize("shell", SHELLS)
 def test_the_command_does_not_inherit_the_report_fd(shell, tmp_path):
-    status, out, _ = enter(shell, str(tmp_path), "sh", "-c", 'ls /proc/self/fd/ | sort -n | tr "\n" " "')
+    status, out, _unused = enter(shell, str(tmp_path), "sh", "-c", 'ls /proc/self/fd/ | sort -n | tr "\n" " "')
     assert (status, out.split()[:3]) == (0, ["0", "1", "2"])
     assert len(out.split()) == 4  # and ls's own directory fd
 
@@ -94,7 +94,8 @@ def test_a_dead_container_is_not_entered(tmp_path):
 
 def job_spec(execution="container", local=False):
     from multinode_runtime.spec import JobSpec
-    return JobSpec.from_dict({"job": "j", "run": "r1", "execution": execution, "local": local,
+    # nobody: a user every machine has (the job user "fuzz" exists only once a job ran here).
+    return JobSpec.from_dict({"job": "j", "run": "r1", "execution": execution, "local": local, "user": "nobody",
                               "image": {"uri": "docker://mirror.gcr.io/library/alpine:3.16"},
                               "ranks": [{"rank": 0, "name": "j-0", "node": "n1"},
                                         {"rank": 1, "name": "j-1", "node": "n2"}]})
@@ -102,8 +103,7 @@ def job_spec(execution="container", local=False):
 
 @pytest.fixture
 def no_podman(runtime_state, monkeypatch):
-    import multinode_runtime.containers as containers
-    from multinode_runtime import registry
+    from multinode_runtime import containers, registry
     monkeypatch.setattr(containers, "PODMAN", str(runtime_state / "no" / "podman"))
     (runtime_state / "run" / "jobs" / "j").mkdir(parents=True)
     return registry

@@ -46,7 +46,7 @@ def test_status_brings_the_log_from_the_offset_shown_and_the_result_once_there(n
     registry.write_file(registry.job_path("ja", registry.HEARTBEAT_FILE), "", 0o644)
     registry.write_file(registry.job_path("ja", registry.RESULT_FILE),
                         json.dumps({"job": "ja", "status": "FINISHED", "message": "job ja finished"}), 0o644)
-    code, answer, _ = run_cli(capsys, "status", "ja", "--run", RUN, "--log-offset", "4")
+    code, answer, _unused = run_cli(capsys, "status", "ja", "--run", RUN, "--log-offset", "4")
     assert code == 0
     assert base64.b64decode(answer.pop("log_data")) == b"two\n"
     assert answer == {"job": "ja", "status": "FINISHED", "message": "job ja finished", "finished": True,
@@ -86,7 +86,8 @@ def test_a_cancel_request_is_what_the_supervisor_reads(node, capsys, run_ends):
     """The reason, and whether the run ends with the job (then the
     teardown's requests to the workers say so)."""
     flags = ["--run-volumes"] if run_ends else []
-    code, answer, _ = run_cli(capsys, "cancel", "ja", "--run", RUN, *flags, "the controller: interrupted (SIGINT)")
+    code, answer, _unused = run_cli(capsys, "cancel", "ja", "--run", RUN, *flags,
+                                    "the controller: interrupted (SIGINT)")
     assert (code, answer) == (0, {"changed": True, "job": "ja"})
     supervisor = Supervisor(JobSpec.from_dict(json.loads(open(registry.job_path("ja", registry.SPEC_FILE)).read())))
     assert supervisor.cancel_requested() == "the controller: interrupted (SIGINT)"
@@ -109,7 +110,7 @@ def test_the_supervisor_never_reads_a_cancel_request_without_its_reason(node, ca
     poller = threading.Thread(target=poll)
     poller.start()
     try:
-        for _ in range(300):
+        for _unused in range(300):
             control.cancel("ja", RUN, reason)
             os.unlink(registry.job_path("ja", registry.CANCEL_FILE))
     finally:
@@ -124,7 +125,7 @@ def test_cleanup_brings_the_logs_of_the_ranks_on_this_node_named_by_the_runtime(
     write_log("rank-2.log", b"two is longer than ten\n")
     write_log("rank-1.log", b"not this node's\n")
     write_log(registry.JOB_LOG_NAME, b"the job\n")
-    code, answer, _ = run_cli(capsys, "cleanup", "ja", "--run", RUN, "--logs", "--job-log")
+    code, answer, _unused = run_cli(capsys, "cleanup", "ja", "--run", RUN, "--logs", "--job-log")
     assert code == 0 and answer["job"] == "ja"
     logs = {entry["name"]: entry for entry in answer["logs"]}
     assert sorted(logs) == ["rank-0.log", "rank-2.log"]
@@ -138,7 +139,7 @@ def test_cleanup_brings_the_logs_of_the_ranks_on_this_node_named_by_the_runtime(
 
 def test_show_says_what_the_node_holds_of_a_job(node, capsys):
     write_log(registry.JOB_LOG_NAME, b"the job\n")
-    code, answer, _ = run_cli(capsys, "show", "ja")
+    code, answer, _unused = run_cli(capsys, "show", "ja")
     from multinode_runtime.sandbox import job_sandbox
     assert answer == {"job": "ja", "run": RUN, "registered": True, "claim_lease": 120, "secrets": False,
                       "hosts_block": True, "log_dir": True, "job_log": "the job\n", "logs": {},
@@ -190,7 +191,7 @@ def test_the_heads_cleanup_brings_the_logs_the_workers_handed_over(node, capsys)
     handed = {"node-2": [{"rank": 1, "name": "rank-1.log", "size": 4, "path": "/elsewhere/rank-1.log",
                           "data": base64.b64encode(b"one\n").decode()}]}
     keep_handed_logs("ja", handed)
-    code, answer, _ = run_cli(capsys, "cleanup", "ja", "--run", RUN, "--logs")
+    code, answer, _unused = run_cli(capsys, "cleanup", "ja", "--run", RUN, "--logs")
     assert code == 0
     assert {entry["name"]: base64.b64decode(entry["data"]) for entry in answer["logs"]} == {
         "rank-0.log": b"zero\n", "rank-1.log": b"one\n"}

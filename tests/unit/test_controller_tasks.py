@@ -64,10 +64,10 @@ def test_an_invalid_fuzzfile_fails_naming_the_file_and_the_field(tmp_path):
 def test_the_whole_workflow_runs_in_dependency_order_and_one_job_on_request(tmp_path):
     path = tmp_path / "two.yml"
     path.write_text(TWO_JOBS)
-    whole, _ = load(path)
+    whole, _unused = load(path)
     assert [job["name"] for job in whole["run"]] == ["first", "second"]
     assert "job" not in whole  # no single job: the workflow has two
-    one, _ = load(path, job="second")
+    one, _unused = load(path, job="second")
     assert [job["name"] for job in one["run"]] == ["second"]
     assert one["job"]["name"] == "second"
 
@@ -75,7 +75,7 @@ def test_the_whole_workflow_runs_in_dependency_order_and_one_job_on_request(tmp_
 def test_warnings_name_the_file(tmp_path):
     path = tmp_path / "two.yml"
     path.write_text(TWO_JOBS)
-    _, warnings = load(path)
+    _unused, warnings = load(path)
     assert warnings, "an image uri is always noted (images are not pulled)"
     assert all(warning.startswith("%s: " % path) for warning in warnings)
 
@@ -92,7 +92,7 @@ def test_a_secret_without_a_value_is_refused_before_any_host_is_touched(tmp_path
 def test_rank_plan_warns_only_about_notes_the_fuzzfile_task_did_not(tmp_path):
     path = tmp_path / "two.yml"
     path.write_text(TWO_JOBS)
-    loaded, _ = load(path, job="first")
+    loaded, _unused = load(path, job="first")
     planned, warnings = plan_ranks(dict(PLAN_OPTIONS, job=loaded["job"], nodes=NODES))
     assert [rank["name"] for rank in planned["spec"]["ranks"]] == ["first-0", "first-1"]
     assert not set(warnings) & set(loaded["job"]["unsupported"])
@@ -101,7 +101,7 @@ def test_rank_plan_warns_only_about_notes_the_fuzzfile_task_did_not(tmp_path):
 def test_rank_plan_refuses_too_few_nodes_naming_the_job(tmp_path):
     path = tmp_path / "two.yml"
     path.write_text(TWO_JOBS)
-    loaded, _ = load(path, job="first")
+    loaded, _unused = load(path, job="first")
     with pytest.raises(FuzzfileError, match="first"):
         plan_ranks(dict(PLAN_OPTIONS, job=loaded["job"], nodes=NODES[:1]))
 
@@ -134,7 +134,7 @@ def test_the_gates_run_once_per_job_and_run(tmp_path, monkeypatch):
     monkeypatch.setattr(job_spec, "load_job", counted("load", job_spec.load_job))
     path = tmp_path / "three.yml"
     path.write_text(WITH_TASK_ARRAY)
-    loaded, _ = load(path, secret_names=[])
+    loaded, _unused = load(path, secret_names=[])
     for job in json.loads(json.dumps(loaded["run"])):  # as the play passes it on
         plan_ranks(dict(PLAN_OPTIONS, job=job, nodes=NODES if job["nodes"] == 2 or job["task_array"]
                         else NODES[:1], secret_names=[]))
@@ -149,7 +149,7 @@ def test_rank_plan_admits_a_job_the_fuzzfile_task_did_not(tmp_path):
     rank_plan, with the same messages."""
     path = tmp_path / "two.yml"
     path.write_text(TWO_JOBS)
-    loaded, _ = load(path, job="first", secret_names=[])
+    loaded, _unused = load(path, job="first", secret_names=[])
     changed = dict(loaded["run"][0], name="x" * 62)  # rank host names now too long
     with pytest.raises(FuzzfileError, match="rank host name 'x{62}-1' is longer than 63 characters"):
         plan_ranks(dict(PLAN_OPTIONS, job=changed, nodes=NODES))
@@ -169,7 +169,7 @@ def test_rank_plan_checks_secrets_the_admission_did_not(tmp_path):
     path.write_text(TWO_JOBS.replace("command: [/bin/true]\n    multinode",
                                      "command: [/bin/true]\n    env: [TOKEN=secret://user/token]\n    multinode", 1))
     for admitted_with in (None, ["user/token"]):
-        loaded, _ = load(path, job="first", secret_names=admitted_with)
+        loaded, _unused = load(path, job="first", secret_names=admitted_with)
         with pytest.raises(FuzzfileError, match=r"jobs.first.env.TOKEN: secret://user/token is not defined"):
             plan_ranks(dict(PLAN_OPTIONS, job=loaded["run"][0], nodes=NODES, secret_names=["other"]))
         plan_ranks(dict(PLAN_OPTIONS, job=loaded["run"][0], nodes=NODES, secret_names=["user/token"]))

@@ -908,10 +908,8 @@ def test_the_fuzzfile_module_refuses_gasnet_before_any_host(tmp_path):
     assert result["msg"] == "%s: %s" % (path, GASNET_REFUSED % "chapel")
 
 
-
 # ---------------------------------------------------------------------------
 # properties
-
 # YAML cannot carry every character (it has no escape for a NUL that we
 # would accept, and the job rejects NUL anyway); safe_dump escapes the rest.
 ENV_VALUES = st.text(st.characters(blacklist_characters="\x00", blacklist_categories=("Cs",)))

@@ -1043,8 +1043,8 @@ def test_workflow_errors(top, message):
         ({"volumes": {"v": {"size": "1GB"}}},
          "volumes.v.size: only allowed in version v4 Fuzzfiles (this one is v1)"),
         ({"volumes": {"v": {}}},
-         "volumes.v.reference: required (volume://user/ephemeral or "
-         "volume://user/persistent/NAME)"),
+         "volumes.v.reference: required (volume://user/ephemeral, volume://user/ephemeral/NAME, "
+         "volume://user/persistent, volume://user/persistent/NAME or volume://account/persistent)"),
     ],
 )
 def test_v4_only_keys_in_v1(top, message):
@@ -1161,10 +1161,8 @@ def test_cores_from_the_defaults_give_the_slots():
     assert (wf.jobs["a"].slots_per_node, wf.jobs["a"].total_slots) == (3, 6)
 
 
-
 # ---------------------------------------------------------------------------
 # properties of the dependency order
-
 NAMES = ["j%d" % index for index in range(12)]
 
 
@@ -1240,7 +1238,7 @@ def has_cycle(graph):
 @given(graph=graphs())
 def test_cycles_are_found_and_named(graph):
     if not has_cycle(graph):
-        order, _ = dependency_order(graph)
+        order, _unused = dependency_order(graph)
         assert sorted(order) == sorted(graph)
         return
     with pytest.raises(FuzzfileError) as info:
@@ -1317,10 +1315,8 @@ def test_module_warns_about_requires(tmp_path):
     )
 
 
-
 # ---------------------------------------------------------------------------
 # robustness: any value anywhere gives a result or a FuzzfileError
-
 VALUES = st.recursive(
     st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70),
               st.floats(allow_nan=False), st.text(max_size=12),

@@ -132,7 +132,7 @@ class Cluster:
                 stdin=subprocess.DEVNULL,
                 stdout=so,
                 stderr=se,
-                timeout=timeout,
+                timeout=timeout, check=False,
             )
         return (
             proc.returncode,
@@ -140,8 +140,9 @@ class Cluster:
             (self.tmp / "stderr").read_text(),
         )
 
-    def wait_workers(self, hosts=WORKERS, timeout=15):
-        """Waits until the wrapper calls for `hosts` have finished."""
+    def wait_workers(self, hosts=None, timeout=15):
+        """Waits until the wrapper calls for `hosts` (every worker) have finished."""
+        hosts = WORKERS if hosts is None else hosts
         deadline = time.monotonic() + timeout
         for host in hosts:
             status = self.out / f"{host}.status"
@@ -531,7 +532,7 @@ def test_helper_is_shellcheck_clean():
     if shutil.which("shellcheck") is None:
         pytest.fail("shellcheck is required (apt-get install -y shellcheck)")
     proc = subprocess.run(
-        ["shellcheck", "-s", "sh", HELPER], capture_output=True, text=True
+        ["shellcheck", "-s", "sh", HELPER], capture_output=True, text=True, check=False
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
 

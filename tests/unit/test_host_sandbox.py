@@ -43,8 +43,8 @@ def inside(record, script):
 
 def test_a_run_sees_its_own_job_and_nothing_else_of_the_runtime(node, sandbox):
     done = inside(sandbox, 'ls %s; echo -; ls -A %s; echo -; ls -R %s; echo -; cat %s; echo -; cat %s/spec.json' % (
-                      registry.JOBS_DIR, registry.LOG_DIR, registry.CONTROL_DIR, registry.CLUSTER_KEY,
-                      registry.job_dir("mine")))
+        registry.JOBS_DIR, registry.LOG_DIR, registry.CONTROL_DIR, registry.CLUSTER_KEY,
+        registry.job_dir("mine")))
     assert done.returncode == 0, done.stderr
     own_control = os.path.basename(registry.control_dir("mine"))
     assert done.stdout.split("-\n") == ["mine\n", "", "%s:\n%s\n\n%s/%s:\nmaster-of-mine\n" % (
@@ -107,7 +107,7 @@ def test_a_rank_started_in_the_sandbox_is_running_when_its_start_returns(runtime
     from multinode_runtime.execution import spawn_rank
     from multinode_runtime.sandbox import place_job, remove_sandbox
     from multinode_runtime.spec import JobSpec
-    spec = JobSpec.from_dict({"job": "j", "run": "r1", "execution": "host", "cwd": "/tmp",
+    spec = JobSpec.from_dict({"job": "j", "run": "r1", "execution": "host", "user": "nobody", "cwd": "/tmp",
                               "ranks": [{"rank": 0, "name": "j-0", "node": "n1"}]})
     os.makedirs(registry.job_dir("j"))
     sandbox = place_job(spec, "n1")
@@ -137,7 +137,7 @@ def test_a_rank_whose_command_is_not_there_fails_its_start_naming_it(runtime_sta
     from multinode_runtime.execution import spawn_rank
     from multinode_runtime.sandbox import place_job, remove_sandbox
     from multinode_runtime.spec import JobSpec
-    spec = JobSpec.from_dict({"job": "j", "run": "r1", "execution": "host",
+    spec = JobSpec.from_dict({"job": "j", "run": "r1", "execution": "host", "user": "nobody",
                               "ranks": [{"rank": 0, "name": "j-0", "node": "n1"}]})
     os.makedirs(registry.job_dir("j"))
     sandbox = place_job(spec, "n1")

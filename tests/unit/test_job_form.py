@@ -241,7 +241,8 @@ def solve_dict(**changes):
         (solve_dict(mounts={"/d": ""}), "job.mounts./d: must not be empty"),
         (solve_dict(mounts={"/d": "w"}), "job.mounts./d: volume 'w' has no store in volumes"),
         (solve_dict(volumes={"v": "persistent/../x"}),
-         "job.volumes.v: must be ephemeral or persistent/NAME, got 'persistent/../x'"),
+         "job.volumes.v: must be ephemeral, user/persistent, account/persistent or persistent/NAME, "
+         "got 'persistent/../x'"),
         (solve_dict(mounts={"/proc/x": "v"}, volumes={"v": "ephemeral"}),
          "job.mounts./proc/x: '/proc/x' is under /proc, which the runtime provides; mount the "
          "volume elsewhere"),

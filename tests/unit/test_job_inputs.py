@@ -24,9 +24,11 @@ from ansible_collections.fuzz.multinode.plugins.filter.job_secrets import job_se
 from ansible_collections.fuzz.multinode.plugins.module_utils.fuzzfile import (
     FuzzfileError,
     Job,
+    TaskArray,
     admission,
     admit,
     admit_once,
+    check_secret_arguments,
     check_secrets,
     image_secret_name,
     missing_secrets,
@@ -207,31 +209,106 @@ def test_the_nodes_get_the_values_of_the_env_and_image_secrets_and_no_other():
     assert job_secrets(secrets, plan(make_job())) == {}
 
 
-@pytest.mark.parametrize("command, args, field", [
-    (["curl", "-H", "Authorization: Bearer $TOKEN"], [], "command[2]"),
-    (["curl"], ["$WHO:${TOKEN}"], "args[0]"),
-    (None, ["plain", "$TOKEN"], "args[1]"),  # script mode: args only
-])
-def test_an_argument_expanding_a_secret_is_refused_naming_it(command, args, field):
-    """A command line is readable by every user of a node (ps): a secret
-    never goes into one (issue 12); its value is read from the env."""
-    job = make_job(env=[("TOKEN", "secret://user/token"), ("WHO", "me")], command=command,
-                   script="#!/bin/sh\necho \"$TOKEN\"\n" if command is None else None, args=args)
+SECRET_ARGUMENTS = [
+    (["curl", "-H", "Authorization: Bearer $TOKEN"], [], "command[2]", 2,
+     [["text", "Authorization: Bearer "], ["secret", "user/token"]]),
+    (["curl"], ["$WHO:${TOKEN}@$TOKEN."], "args[0]", 1,
+     [["text", "me:"], ["secret", "user/token"], ["text", "@"], ["secret", "user/token"], ["text", "."]]),
+    (None, ["plain", "$TOKEN"], "args[1]", 1, [["secret", "user/token"]]),  # script mode: args only
+]
+
+
+def secret_argument_job(command, args):
+    return make_job(env=[("TOKEN", "secret://user/token"), ("WHO", "me")], command=command,
+                    script="#!/bin/sh\necho \"$1\"\n" if command is None else None, args=args)
+
+
+@pytest.mark.parametrize("command, args, field, index, parts", SECRET_ARGUMENTS)
+def test_an_argument_expanding_a_secret_is_run_with_a_warning_naming_it(command, args, field, index, parts):
+    """Runs have PID namespaces of their own: other jobs cannot read a
+    rank's command line, users logged in on its node can (ps); the spec
+    holds the argument's parts, never a value."""
+    job = secret_argument_job(command, args)
+    assert check_secret_arguments(job) == [
+        "jobs.solve.%s: expands the secret:// env value TOKEN: users logged in on the job's nodes can "
+        "read it in the rank's command line (ps); other jobs cannot" % field]
+    admit(job, ["user/token"])
+    spec = plan(job, secret_names=["user/token"])
+    assert spec["secret_args"] == [{"index": index, "parts": parts}]
+    assert "secret://user/token" in spec["argv"][index]  # the reference, as the env holds it
+    assert typed(spec).secret_names() == {"user/token"}
+
+
+@pytest.mark.parametrize("command, args, field, index, parts", SECRET_ARGUMENTS)
+def test_a_site_may_refuse_an_argument_expanding_a_secret_naming_it(command, args, field, index, parts):
+    """fuzz_multinode_secret_arguments: refuse, the refusal of old (issue 12)."""
     with pytest.raises(FuzzfileError) as info:
-        plan(job)
+        admit(secret_argument_job(command, args), ["user/token"], None, "refuse")
     assert str(info.value) == (
         "jobs.solve.%s: expands a secret:// env value, and every user of a node can read a "
-        "process's command line (ps); read the secret from the job's environment instead" % field)
+        "process's command line (ps); read the secret from the job's environment instead "
+        "(fuzz_multinode_secret_arguments: refuse)" % field)
 
 
-def test_the_node_refuses_a_spec_whose_arguments_expand_a_secret(jobs_dir):
-    """Defence in depth: a spec with secret_args (an older controller's) is
-    refused on the node before any value is read."""
-    spec = dict(secret_spec(), secret_args=[{"index": 1, "parts": [["secret", "user/token"]]}])
-    register(jobs_dir, spec)
-    with pytest.raises(RuntimeFailure, match=r"^job solve: argument 1 expands a secret:// env value, "
-                                             r"and every user of node \S+ can read a process's command line"):
+def test_the_secret_arguments_setting_is_allow_or_refuse():
+    with pytest.raises(FuzzfileError) as info:
+        check_secret_arguments(make_job(), "deny")
+    assert str(info.value) == ("secret_arguments (fuzz_multinode_secret_arguments): must be allow or refuse, "
+                               "got 'deny'")
+    assert check_secret_arguments(make_job(), "refuse") == []  # nothing expands a secret: nothing to refuse
+
+
+def test_the_node_builds_the_argument_from_its_parts_and_the_value(jobs_dir):
+    """The value arrives on the node apart from the spec; only job_argv,
+    in the process that starts the rank's command, puts it in."""
+    job = secret_argument_job(["curl"], ["$WHO:${TOKEN}@$TOKEN.", "-v"])
+    spec = plan(job, secret_names=["user/token"])
+    directory = register(jobs_dir, spec)
+    (directory / "secrets.json").write_text(json.dumps({"user/token": "v a l$ue"}))
+    assert "v a l$ue" not in json.dumps(spec)
+    assert inputs.job_argv(typed(spec)) == ["curl", "me:v a l$ue@v a l$ue.", "-v"]
+    script = plan(secret_argument_job(None, ["plain", "$TOKEN"]), secret_names=["user/token"])
+    script["job"] = "other"
+    register(jobs_dir, script)
+    (jobs_dir / "other" / "secrets.json").write_text(json.dumps({"user/token": "v a l$ue"}))
+    assert inputs.job_argv(typed(script)) == ["plain", "v a l$ue"]
+
+
+def test_a_message_about_the_program_names_a_secrets_reference_never_its_value():
+    spec = typed(plan(secret_argument_job(["$TOKEN", "-v"], []), secret_names=["user/token"]))
+    assert spec.secret_args[0].index == 0
+    assert inputs.program_shown(spec, spec.ranks[0], ["t0ken", "-v"]) == "secret://user/token"
+    plain = typed(plan(secret_argument_job(["curl", "$TOKEN"], []), secret_names=["user/token"]))
+    assert inputs.program_shown(plain, plain.ranks[0], ["/usr/bin/curl", "t0ken"]) == "/usr/bin/curl"
+
+
+def test_the_node_refuses_secret_args_it_cannot_build_without_showing_a_value(jobs_dir):
+    spec = dict(secret_spec(), secret_args=[{"index": 5, "parts": [["secret", "user/token"]]}])
+    directory = register(jobs_dir, spec)
+    (directory / "secrets.json").write_text(json.dumps({"user/token": "t0ken"}))
+    with pytest.raises(RuntimeFailure) as info:
         inputs.job_argv(typed(spec))
+    assert str(info.value) == "malformed job spec (secret_args: argument 5 of 2)"
+    with pytest.raises(RuntimeFailure) as info:
+        typed(dict(spec, secret_args=[{"index": 1, "parts": [["value", "user/token"]]}]))
+    assert str(info.value).startswith("malformed job spec (secret_args: ")
+
+
+def test_a_task_array_gets_each_tasks_own_argument_parts(jobs_dir):
+    from ansible_collections.fuzz.multinode.plugins.module_utils.job_spec import plan_task_array
+    job = make_job(nodes=1, implementation=None, env=[("TOKEN", "secret://user/token")],
+                   command=["fetch", "--as=task-$FB_TASK_ID:$TOKEN"],
+                   task_array=TaskArray(start=1, end=2, concurrency=None))
+    spec = plan_task_array(job, NODES[:1], user="fuzz", wrapper_path=WRAPPER, kill_grace=10,
+                           secret_names=["user/token"])
+    assert [task["secret_args"] for task in spec["ranks"]] == [
+        [{"index": 1, "parts": [["text", "--as=task-%d:" % t], ["secret", "user/token"]]}] for t in (1, 2)]
+    directory = register(jobs_dir, spec)
+    (directory / "secrets.json").write_text(json.dumps({"user/token": "t0ken"}))
+    task = typed(spec).ranks[1]
+    assert inputs.job_argv(typed(spec).with_changes(argv=task.argv, secret_args=task.secret_args)) == [
+        "fetch", "--as=task-2:t0ken"]
+    assert typed(spec).secret_names() == {"user/token"}
 
 
 # ---------------------------------------------------------------------------
@@ -318,7 +395,7 @@ def test_a_secret_not_delivered_fails_the_rank_naming_it(jobs_dir):
     register(jobs_dir, spec)
     user = pwd.getpwuid(os.getuid())
     with pytest.raises(RuntimeFailure, match=r"^the value of secret://user/token was not "
-                                                     r"delivered to node "):
+                       r"delivered to node "):
         inputs.job_environment(typed(spec), typed(spec).ranks[1], user)
 
 
@@ -478,7 +555,6 @@ def test_an_unusable_cwd_fails_naming_cwd_node_and_rank(tmp_path, jobs_dir, make
         "jobs.solve.cwd: %s: %s" % (me().pw_name, cwd, reason))
 
 
-
 def test_a_job_without_files_or_cwd_touches_nothing(jobs_dir, monkeypatch):
     spec = plan(make_job())
     register(jobs_dir, spec)
@@ -516,7 +592,7 @@ def test_fuzzfile_module_refuses_a_job_whose_secret_is_not_defined(tmp_path):
                ANSIBLE_COLLECTIONS_PATH=str(ROOT), ANSIBLE_LOCALHOST_WARNING="0",
                ANSIBLE_INVENTORY_UNPARSED_WARNING="0", ANSIBLE_NOCOLOR="1")
     proc = subprocess.run([ansible_playbook, str(playbook)], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=300, check=False)
     tasks = {t["task"]["name"]: t["hosts"]["localhost"]
              for t in json.loads(proc.stdout)["plays"][0]["tasks"]}
     assert tasks["missing"]["msg"] == (

@@ -50,7 +50,7 @@ def test_durations_read_as_a_user_writes_them(seconds, text):
 # -- the live log -------------------------------------------------------------------
 
 def test_live_log_writes_every_byte_and_shows_only_complete_lines(tmp_path):
-    log, shown, _ = live_log(tmp_path)
+    log, shown, _unused = live_log(tmp_path)
     log.add(b"first line\nsecond ", 30)
     assert shown == ["[job] first line"]
     log.add(b"half\nthird\nfourth\nlast, unterminated", 30 + 40)
@@ -65,7 +65,7 @@ def test_live_log_offset_is_what_the_controller_holds(tmp_path):
     """The next poll asks for the log from the controller file's size on:
     a piece never appended twice, the head's size tells whether more is
     to come."""
-    log, _, _ = live_log(tmp_path)
+    log, _unused, _unused = live_log(tmp_path)
     assert log.offset == 0 and not log.behind
     log.add(b"abc\n", 10)
     assert log.offset == 4 and log.behind
@@ -78,7 +78,7 @@ def test_live_log_offset_is_what_the_controller_holds(tmp_path):
 def test_live_log_truncates_a_previous_run_of_the_job(tmp_path):
     (tmp_path / "logs").mkdir()
     (tmp_path / "logs" / "job.log").write_text("an older run\n")
-    log, _, _ = live_log(tmp_path)
+    log, _unused, _unused = live_log(tmp_path)
     log.add(b"new\n", 4)
     log.finish()
     assert (tmp_path / "logs" / "job.log").read_text() == "new\n"
@@ -87,7 +87,7 @@ def test_live_log_truncates_a_previous_run_of_the_job(tmp_path):
 def test_live_log_keeps_bytes_and_shows_text(tmp_path):
     """Bytes that are no UTF-8 arrive unchanged in the file; the terminal
     gets a replacement character."""
-    log, shown, _ = live_log(tmp_path)
+    log, shown, _unused = live_log(tmp_path)
     log.add(b"caf\xe9\n", 5)
     log.finish()
     assert (tmp_path / "logs" / "job.log").read_bytes() == b"caf\xe9\n"
@@ -97,7 +97,7 @@ def test_live_log_keeps_bytes_and_shows_text(tmp_path):
 @given(st.binary(max_size=300), st.lists(st.integers(min_value=0, max_value=300), max_size=8))
 def test_live_log_shows_each_line_once_however_the_log_is_cut(tmp_path_factory, data, cuts):
     tmp_path = tmp_path_factory.mktemp("live")
-    log, shown, _ = live_log(tmp_path)
+    log, shown, _unused = live_log(tmp_path)
     bounds = [0] + sorted(cuts) + [len(data)]
     for start, end in zip(bounds, bounds[1:], strict=False):
         log.add(data[start:end], len(data))
@@ -114,7 +114,7 @@ def test_live_log_shows_control_sequences_written_out_and_keeps_their_bytes(tmp_
     """A job's escape sequences never reach the operator's terminal (issue
     12): no clearing the screen, retitling the window, or a CR hiding what
     came before on the line; the saved log is byte-exact."""
-    log, shown, _ = live_log(tmp_path)
+    log, shown, _unused = live_log(tmp_path)
     data = b"\x1b[2J\x1b]0;owned\x07ok\rfake line\t|\xc2\x9b31m\x7f\r\ncrlf\r\n"
     log.add(data, len(data))
     log.finish()
@@ -153,7 +153,7 @@ def test_no_progress_notice_when_disabled(tmp_path):
 def test_quiet_live_log_still_writes_the_file(tmp_path):
     """After Ctrl-C nothing is shown (the play no longer reads the display),
     but the log is still completed."""
-    log, shown, _ = live_log(tmp_path)
+    log, shown, _unused = live_log(tmp_path)
     log.quiet = True
     log.add(b"canceled line\n", 14)
     log.finish()

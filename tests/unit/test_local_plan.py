@@ -52,7 +52,7 @@ def test_every_rank_runs_on_the_one_node_at_its_own_loopback_address():
 
 def test_a_cluster_plan_is_not_local_and_needs_a_node_per_rank():
     job = parse_workflow(THREE_RANKS).jobs["solve"]
-    options = dict(OPTIONS, local=False)
+    options = {**OPTIONS, "local": False}
     with pytest.raises(FuzzfileError, match=r"needs 3 node\(s\)"):
         plan_job(job, LOCALHOST, **options)
     with pytest.raises(FuzzfileError, match="every rank needs its own node"):

@@ -126,7 +126,7 @@ def test_generic_jobs_run_their_command_as_given(head, tmp_path):
     ("openmpi", "mpirun", "Open MPI"), ("ompi", "mpirun", "Open MPI"),
     ("mpich", "mpiexec", "MPICH")])
 def test_a_missing_launcher_fails_the_job_naming_the_implementation(head, implementation,
-                                                                     program, mpi):
+                                                                    program, mpi):
     run, bindir = head
     with pytest.raises(RuntimeFailure) as info:
         run(path=str(bindir / "empty"), implementation=implementation, command=["mpi_hello_world"])

@@ -108,3 +108,4 @@ def test_pull_failures_name_the_image_and_the_reason(stderr, reason):
     failure = oras.pull_failure("oras://docker.io/a/b.sif", stderr)
     assert str(failure).startswith("image oras://docker.io/a/b.sif: %s (skopeo: " % reason)
     assert "time=" not in str(failure) and '\\"' not in str(failure)
+    assert str(failure).endswith("-e fuzz_multinode_execution=host") == (reason == "the registry is unreachable")

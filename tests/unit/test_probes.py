@@ -167,7 +167,7 @@ def closed_port():
 def silent_port():
     """A port that accepts nothing more: its one-place accept queue is full,
     so a new connection's SYN goes unanswered."""
-    with listening(0) as (_, port):
+    with listening(0) as (_unused, port):
         filler = socket.create_connection(("127.0.0.1", port), timeout=5)
         yield port
         filler.close()
@@ -184,7 +184,7 @@ def http_get(port, path=None, **more):
 def test_http_get_succeeds_on_200(web):
     ok, detail = probe_network("http-get", http_get(web.server_port, "/healthz"), "127.0.0.1", 1.0)
     assert (ok, detail) == (True, "http-get http://127.0.0.1:%d/healthz: status 200" % web.server_port)
-    assert [path for path, _ in web.seen] == ["/healthz"]
+    assert [path for path, _unused in web.seen] == ["/healthz"]
 
 
 def test_http_get_fails_on_503_naming_the_status(web):
@@ -201,7 +201,7 @@ def test_http_get_takes_a_redirect_as_success_without_following_it(web):
     """302 < 400; following it would have found /unavailable's 503."""
     ok, detail = probe_network("http-get", http_get(web.server_port, "/moved"), "127.0.0.1", 1.0)
     assert (ok, detail) == (True, "http-get http://127.0.0.1:%d/moved: status 302" % web.server_port)
-    assert [path for path, _ in web.seen] == ["/moved"]
+    assert [path for path, _unused in web.seen] == ["/moved"]
 
 
 def test_http_get_gives_up_on_a_slow_server_at_its_timeout(web):
@@ -219,22 +219,22 @@ def test_http_get_reads_only_the_start_of_an_endless_body(web):
 def test_http_get_sends_the_probe_headers_and_a_default_host(web):
     headers = [{"name": "X-Probe-Token", "value": "t1"}, {"name": "X-Probe-Token", "value": "t2"},
                {"name": "Accept", "value": "application/json"}]
-    ok, _ = probe_network("http-get", http_get(web.server_port, "/healthz", **{"http-headers": headers}),
-                          "127.0.0.1", 1.0)
+    ok, _unused = probe_network("http-get", http_get(web.server_port, "/healthz", **{"http-headers": headers}),
+                                "127.0.0.1", 1.0)
     assert ok
-    [(_, sent)] = web.seen
+    [(_unused, sent)] = web.seen
     assert [value for name, value in sent if name == "X-Probe-Token"] == ["t1", "t2"]
     assert [value for name, value in sent if name.lower() == "accept"] == ["application/json"]
     assert [value for name, value in sent if name.lower() == "host"] == ["127.0.0.1:%d" % web.server_port]
-    assert [name for name, _ in sent if name.lower() == "user-agent"]
+    assert [name for name, _unused in sent if name.lower() == "user-agent"]
 
 
 def test_http_get_sends_a_host_header_given_instead_of_its_own(web):
     headers = [{"name": "Host", "value": "app.example"}]
-    ok, _ = probe_network("http-get", http_get(web.server_port, "/healthz", **{"http-headers": headers}),
-                          "127.0.0.1", 1.0)
+    ok, _unused = probe_network("http-get", http_get(web.server_port, "/healthz", **{"http-headers": headers}),
+                                "127.0.0.1", 1.0)
     assert ok
-    [(_, sent)] = web.seen
+    [(_unused, sent)] = web.seen
     assert [value for name, value in sent if name.lower() == "host"] == ["app.example"]
 
 
@@ -243,7 +243,7 @@ def test_http_get_path_defaults_to_the_root_and_gets_its_slash(web):
     assert (ok, detail) == (False, "http-get http://127.0.0.1:%d/: status 404" % web.server_port)
     ok, detail = probe_network("http-get", http_get(web.server_port, "healthz"), "127.0.0.1", 1.0)
     assert (ok, detail) == (True, "http-get http://127.0.0.1:%d/healthz: status 200" % web.server_port)
-    assert [path for path, _ in web.seen] == ["/", "/healthz"]
+    assert [path for path, _unused in web.seen] == ["/", "/healthz"]
 
 
 def test_http_get_uses_its_own_host_before_the_default(web):
@@ -259,9 +259,9 @@ def test_http_get_ignores_proxy_settings(web, monkeypatch):
         monkeypatch.setenv(name, "http://127.0.0.1:9")
     monkeypatch.delenv("no_proxy", raising=False)
     monkeypatch.delenv("NO_PROXY", raising=False)
-    ok, _ = probe_network("http-get", http_get(web.server_port, "/healthz"), "127.0.0.1", 1.0)
+    ok, _unused = probe_network("http-get", http_get(web.server_port, "/healthz"), "127.0.0.1", 1.0)
     assert ok
-    assert [path for path, _ in web.seen] == ["/healthz"]
+    assert [path for path, _unused in web.seen] == ["/healthz"]
 
 
 def test_http_get_on_a_closed_port_is_refused(closed_port):
@@ -280,7 +280,7 @@ def test_http_get_brackets_an_ipv6_address():
     try:
         ok, detail = probe_network("http-get", http_get(server.server_port, "/healthz"), "::1", 1.0)
         assert (ok, detail) == (True, "http-get http://[::1]:%d/healthz: status 200" % server.server_port)
-        [(_, sent)] = server.seen
+        [(_unused, sent)] = server.seen
         assert [value for name, value in sent if name.lower() == "host"] == ["[::1]:%d" % server.server_port]
     finally:
         stop(server)
@@ -327,7 +327,7 @@ def test_http_get_on_an_https_server_fails_cleanly(https_server):
 
 
 def test_tcp_socket_succeeds_when_a_connection_opens():
-    with listening(4) as (_, port):
+    with listening(4) as (_unused, port):
         ok, detail = probe_network("tcp-socket", {"port": port}, "127.0.0.1", 1.0)
         assert (ok, detail) == (True, "tcp-socket 127.0.0.1:%d: connected" % port)
 
@@ -360,7 +360,7 @@ def test_a_detail_is_one_short_line(web):
     port = garbage.getsockname()[1]
 
     def answer():
-        conn, _ = garbage.accept()
+        conn, _unused = garbage.accept()
         with conn:
             conn.recv(4096)
             conn.sendall(b"\x01\x02 not HTTP " * 1000 + b"\r\n")
@@ -459,7 +459,7 @@ def test_grpc_on_an_http1_server_with_a_status_line_fails_at_once():
     nginx does (400)."""
     with listening(1) as (server, port):
         def answer():
-            conn, _ = server.accept()
+            conn, _unused = server.accept()
             with conn:
                 conn.settimeout(5)
                 conn.recv(4096)
@@ -486,7 +486,7 @@ def test_grpc_on_an_https_server_fails_at_once(https_server):
 
 
 def test_grpc_on_a_server_that_says_nothing_ends_at_the_timeout():
-    with listening(1) as (_, port):
+    with listening(1) as (_unused, port):
         (ok, detail), took = timed("grpc", {"port": port}, "127.0.0.1", 0.5)
         assert (ok, detail) == (False, "grpc 127.0.0.1:%d: no answer within 0.5 s" % port)
         assert 0.4 < took < 3
@@ -527,12 +527,12 @@ class Peer:
         self.thread.start()
 
     def _serve(self):
-        conn, _ = self.listener.accept()
+        conn, _unused = self.listener.accept()
         conn.settimeout(5)
         with conn:
             stream = conn.makefile("rb")
             assert stream.read(24) == b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
-            while not self._read(stream) == (DATA, 1, 1):
+            while self._read(stream) != (DATA, 1, 1):
                 pass
             conn.sendall(frame(SETTINGS, 0, 0, b""))
             for step in self.script:
@@ -622,4 +622,3 @@ def test_grpc_http2_server_that_is_not_grpc_fails_with_its_status():
 def test_grpc_connection_closed_mid_answer_fails():
     peer, answer = scripted(frame(HEADERS, 0x4, 1, STATUS_200))
     assert answer == (False, "grpc 127.0.0.1:%d: the server closed the connection before answering" % peer.port)
-

@@ -66,6 +66,26 @@ def loop(runtime_state, tmp_path):
         os.close(each.log_fd)
 
 
+def test_the_ready_line_shows_each_endpoints_url_and_its_scope_as_not_enforced(loop):
+    service = loop(None)
+    service.readiness.endpoints = [{"name": "vnc", "url": "http://10.0.0.2:6080/", "scope": "user"},
+                                   {"name": "api", "url": "http://10.0.0.2:8080/api/", "scope": None}]
+    service.readiness.check({})
+    assert service.log() == (
+        "fuzz.multinode: service svc is ready: it has no readiness probe: ready once started; endpoint vnc at "
+        "http://10.0.0.2:6080/ (scope user: not enforced, anyone who can reach the node can reach it); "
+        "endpoint api at http://10.0.0.2:8080/api/\n")
+    # what the workflow is told stays the probe's detail
+    assert service.told() == "it has no readiness probe: ready once started\n"
+
+
+def test_a_services_endpoints_come_from_its_spec():
+    settings = {"readiness_probe": None, "ready_timeout": 5,
+                "endpoints": [{"name": "vnc", "url": "http://10.0.0.2:6080/", "scope": "user"}]}
+    readiness = Readiness(JobSpec(job="svc", service=settings), "127.0.0.1", spawn, -1)
+    assert readiness.endpoints == settings["endpoints"]
+
+
 def test_a_service_without_a_probe_is_ready_once_started(loop):
     service = loop(None)
     service.readiness.check({})

@@ -48,7 +48,7 @@ def test_remove_tree_of_a_very_deep_tree_takes_no_deep_recursion(tmp_path):
     job.mkdir()
     fd = os.open(job, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        for _ in range(3000):  # deeper than Python's recursion limit, and than PATH_MAX
+        for _unused in range(3000):  # deeper than Python's recursion limit, and than PATH_MAX
             os.mkdir("d", dir_fd=fd)
             inner = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
             os.close(fd)
@@ -195,7 +195,8 @@ def test_a_cwd_only_root_reaches_is_refused_for_the_job_user(open_dir, runtime_s
     (closed / "inner").mkdir(parents=True)
     closed.chmod(0o700)
     nobody = pwd.getpwnam("nobody")
-    spec = JobSpec.from_dict({"job": "j", "run": "r1", "execution": "host", "cwd": str(closed / "inner"),
+    spec = JobSpec.from_dict({"job": "j", "run": "r1", "execution": "host", "user": "nobody",
+                              "cwd": str(closed / "inner"),
                               "ranks": [{"rank": 0, "name": "j-0", "node": "n1"},
                                         {"rank": 1, "name": "j-1", "node": "n1"}]})
     os.makedirs(registry.job_dir("j"))

@@ -67,7 +67,7 @@ def test_frames_round_trip(chunks):
     got = []
     # Any split of the byte stream decodes to the same frames.
     for i in range(0, len(stream), 7):
-        got += [payload for _, payload in reader.feed(stream[i:i + 7])]
+        got += [payload for _unused, payload in reader.feed(stream[i:i + 7])]
     assert got == chunks
 
 

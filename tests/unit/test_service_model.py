@@ -123,7 +123,7 @@ E0 = "services.api.network.endpoints[0]"
     ({"name": "-a", "port": 1}, E0 + ".name: " + NAME_RULE % "'-a'"),
     ({"name": "a" * 64, "port": 1}, E0 + ".name: " + NAME_RULE % repr("a" * 57 + "...")),
     ({"name": "e", "url": "/"},
-     E0 + ".url: unknown key; expected one of name, path, port, port-name, protocol, type"),
+     E0 + ".url: unknown key; expected one of name, path, port, port-name, protocol, scope, type"),
     ({"name": "e", "port-name": "http", "port": 8080}, E0 + ": has both port-name and port; give one"),
     ({"name": "e", "port-name": "x"},
      E0 + ".port-name: no port named 'x' in services.api.network.ports (http, admin)"),
@@ -232,7 +232,7 @@ def test_the_json_form_keeps_ports_endpoints_and_the_resolved_probe():
     data = form()
     assert data["ports"] == [{"name": "http", "port": 8080, "protocol": "TCP"},
                              {"name": "admin", "port": 9090, "protocol": "TCP"}]
-    assert data["endpoints"] == [{"name": "web", "port": 8080, "protocol": "http", "path": "/"}]
+    assert data["endpoints"] == [{"name": "web", "port": 8080, "protocol": "http", "path": "/", "scope": None}]
     assert data["readiness_probe"] == {"http-get": {"port": 8080, "scheme": "HTTP"}}
     unit = load_job(data)
     assert unit.ports[0] == Port("http", 8080, "TCP") and unit.endpoints == [Endpoint("web", 8080, "http", "/")]
@@ -251,7 +251,7 @@ def test_an_older_form_without_ports_or_endpoints_still_loads():
     ({"endpoints": [{"name": "web", "port": 8080, "protocol": "ftp", "path": "/"}]},
      "job.endpoints[0].protocol: must be one of http, https, tcp, udp, grpc (any case), got 'ftp'"),
     ({"endpoints": [{"name": "web", "port": 1, "protocol": "http", "path": "/", "port-name": "x"}]},
-     "job.endpoints[0].port-name: unknown key; expected one of name, path, port, protocol "
+     "job.endpoints[0].port-name: unknown key; expected one of name, path, port, protocol, scope "
      "(did you mean 'port'?)"),
     ({"ports": [{"name": "a", "port": 1, "protocol": "SCTP"}]},
      "job.ports[0].protocol: must be TCP or UDP (any case), got 'SCTP'"),
@@ -284,11 +284,12 @@ def test_the_run_holds_services_and_jobs_in_dependency_order(tmp_path):
     path.write_text(yaml.safe_dump(MIXED))
     result, warnings = load_fuzzfile({"path": str(path), "job": None, "secret_names": []})
     assert [(unit["name"], unit["kind"]) for unit in result["run"]] == [("api", "service"), ("client", "job")]
-    assert result["run"][0]["endpoints"] == [{"name": "web", "port": 8080, "protocol": "http", "path": "/"}]
+    assert result["run"][0]["endpoints"] == [{"name": "web", "port": 8080, "protocol": "http", "path": "/",
+                                              "scope": None}]
     assert all(unit["admitted"] for unit in result["run"])
     assert result["job"]["name"] == "client"  # the only job
     assert not any("service" in warning for warning in warnings), warnings
-    one, _ = load_fuzzfile({"path": str(path), "job": "api", "secret_names": []})
+    one, _unused = load_fuzzfile({"path": str(path), "job": "api", "secret_names": []})
     assert [unit["name"] for unit in one["run"]] == ["api"] and one["job"]["kind"] == "service"
 
 

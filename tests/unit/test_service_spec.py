@@ -68,7 +68,8 @@ API = running("api", "10.0.0.7")
 LAB = running("lab", "fd00:0::8")
 
 
-def plan(name, nodes=NODES, **options):
+def plan(name, nodes=None, **options):
+    nodes = NODES if nodes is None else nodes
     return plan_job(form(name), nodes[:WF.units[name].nodes], **dict(OPTIONS, **options))
 
 
@@ -81,12 +82,17 @@ def test_a_services_spec_has_its_probe_port_a_number_and_its_ready_timeout():
         "readiness_probe": {"http-get": {"port": 8080, "path": "/healthz", "scheme": "HTTP"},
                             "period-seconds": 2},
         "ready_timeout": 300,
+        # as its ready line shows them
+        "endpoints": [{"name": "web", "url": "http://10.0.0.1:8080/api/", "scope": None},
+                      {"name": "admin", "url": "https://10.0.0.1:9090/", "scope": None}],
     }
     assert plan("api", service_ready_timeout=45)["service"]["ready_timeout"] == 45
 
 
 def test_a_service_without_a_probe_is_ready_once_started():
-    assert plan("lab")["service"] == {"readiness_probe": None, "ready_timeout": 300}
+    assert plan("lab")["service"] == {"readiness_probe": None, "ready_timeout": 300,
+                                      "endpoints": [{"name": "jupyter-lab", "url": "http://10.0.0.1:8888/lab/",
+                                                     "scope": None}]}
 
 
 def test_a_jobs_spec_has_no_service_part():
@@ -261,6 +267,5 @@ def test_rank_plan_passes_the_running_services_on():
                                         "we were unable to convert to int"),
 ])
 def test_rank_plan_refuses_options_of_the_wrong_shape_naming_them(params, message):
-    _, errors = validated(**params)
+    _unused, errors = validated(**params)
     assert any(message in error for error in errors), errors
-

@@ -167,7 +167,7 @@ class Head:
         with mine:
             proc = self.popen(args, forward, stdout=theirs)
             theirs.close()
-            _, err = proc.communicate(timeout=60)
+            _unused, err = proc.communicate(timeout=60)
             mine.settimeout(60)
             out = b""
             while True:

@@ -78,19 +78,35 @@ def test_every_end_a_transfer_may_have():
     # A path out of the volume, by .. or from the root, is refused naming the field.
     ([item("https://example.org/a", "file://../a")], None,
      "volumes.data.ingress[0].destination.uri: 'file://../a' escapes the volume with '..'; it must be "
-     "a path inside the volume, relative and without '..'"),
+     "a path inside the volume (file://dir/name, or file:///dir/name from its root), without '..'"),
     ([item("https://example.org/a", "file://in/../../a")], None,
      "volumes.data.ingress[0].destination.uri: 'file://in/../../a' escapes the volume with '..'"),
-    ([item("https://example.org/a", "file:///etc/passwd")], None,
-     "volumes.data.ingress[0].destination.uri: 'file:///etc/passwd' is absolute; it must be a path "
-     "inside the volume, relative and without '..' (file://dir/name)"),
+    # From the volume's root: '..' still escapes, '//' is no path of the volume's.
+    ([item("https://example.org/a", "file:///../etc/passwd")], None,
+     "volumes.data.ingress[0].destination.uri: 'file:///../etc/passwd' escapes the volume with '..'"),
+    ([item("https://example.org/a", "file:////etc/passwd")], None,
+     "volumes.data.ingress[0].destination.uri: 'file:////etc/passwd' starts with '//'; it must be a path "
+     "inside the volume (file://dir/name, or file:///dir/name from its root), without '..'"),
+    (None, [item("file:///../../etc/shadow", "s3://b/k")],
+     "volumes.data.egress[0].source.uri: 'file:///../../etc/shadow' escapes the volume with '..'"),
     (None, [item("file://../../../etc/shadow", "s3://b/k")],
      "volumes.data.egress[0].source.uri: 'file://../../../etc/shadow' escapes the volume with '..'"),
     (None, [item("file://out", "file://../elsewhere")],
      "volumes.data.egress[0].destination.uri: 'file://../elsewhere' escapes the controller's egress directory "
-     "with '..'; it must be a path inside the controller's egress directory, relative and without '..'"),
+     "with '..'; it must be a path inside the controller's egress directory (file://dir/name, or "
+     "file:///dir/name from its root), without '..'"),
+    (None, [item("file://out", "file:///../elsewhere")],
+     "volumes.data.egress[0].destination.uri: 'file:///../elsewhere' escapes the controller's egress directory "
+     "with '..'"),
     ([item("https://example.org/a", "file://")], None,
      "volumes.data.ingress[0].destination.uri: 'file://' names no file"),
+    ([item("https://example.org/a", "file:///")], None,
+     "volumes.data.ingress[0].destination.uri: 'file:///' names no file; it must be a path inside the "
+     "volume (file://dir/name, or file:///dir/name from its root), without '..', ending in a file name"),
+    ([item("https://example.org/a", "file:///in/")], None,
+     "volumes.data.ingress[0].destination.uri: 'file:///in/' names no file"),
+    ([item("https://example.org/a", "file:///.")], None,
+     "volumes.data.ingress[0].destination.uri: 'file:///.' names no file"),
     ([item("https://example.org/a", "file://in/")], None,
      "volumes.data.ingress[0].destination.uri: 'file://in/' names no file"),
     ([item("https://example.org/a", "file://.")], None,
@@ -146,7 +162,8 @@ def test_the_json_form_of_a_transfer_is_checked_like_the_fuzzfile():
     data["volumes"]["data"]["store"] = "persistent/../x"
     with pytest.raises(FuzzfileError) as info:
         load_workflow(data)
-    assert str(info.value) == "workflow.volumes.data: must be ephemeral or persistent/NAME, got 'persistent/../x'"
+    assert str(info.value) == ("workflow.volumes.data: must be ephemeral, user/persistent, account/persistent or "
+                               "persistent/NAME, got 'persistent/../x'")
     data["volumes"]["data"]["store"] = "persistent/other"
     with pytest.raises(FuzzfileError) as info:
         load_workflow(data)
@@ -205,17 +222,17 @@ def test_every_secret_of_a_runs_transfers_is_defined_and_of_its_ends_form_before
     check_transfer_secrets(PLAN, **everything)
     check_transfer_secrets(PLAN)  # nothing to check against
     with pytest.raises(FuzzfileError) as info:
-        check_transfer_secrets(PLAN, **dict(everything, secret_names=["user/s3", "user/web"]))
+        check_transfer_secrets(PLAN, **{**everything, "secret_names": ["user/s3", "user/web"]})
     assert str(info.value).startswith(
         "volumes.data.egress[0].destination.secret: secret://user/out is not defined in fuzz_multinode_secrets")
     with pytest.raises(FuzzfileError) as info:
-        check_transfer_secrets(PLAN, **dict(everything, s3_names=["user/out"]))
+        check_transfer_secrets(PLAN, **{**everything, "s3_names": ["user/out"]})
     assert str(info.value) == (
         "volumes.data.ingress[0].source.secret: secret://user/s3: its value in fuzz_multinode_secrets is not "
         "S3 credentials: it must be a mapping of access_key_id and secret_access_key (non-empty strings), and "
         "optionally session_token, region and endpoint_url")
     with pytest.raises(FuzzfileError) as info:
-        check_transfer_secrets(PLAN, **dict(everything, registry_secret_names=[]))
+        check_transfer_secrets(PLAN, **{**everything, "registry_secret_names": []})
     assert str(info.value).startswith(
         "volumes.data.ingress[1].source.secret: secret://user/web: its value in fuzz_multinode_secrets is not "
         "HTTP credentials: it must be a mapping of username and password")

@@ -75,7 +75,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
 @pytest.fixture(scope="module")
 def servers():
     made = []
-    for _ in range(2):
+    for _unused in range(2):
         server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         server.daemon_threads = True
         server.big, server.seen = big_bytes(), []
@@ -200,11 +200,21 @@ def test_a_files_entry_and_what_the_destination_cannot_be(tmp_path):
     assert listing(volume(tmp_path)) == ["etc", "etc/app.conf"]
 
 
-@pytest.mark.parametrize("destination", ["file://../x", "file:///etc/x", "file://a/../../x", "file://", "file://d/"])
+@pytest.mark.parametrize("destination", ["file://../x", "file:///../x", "file:////etc/x", "file://a/../../x",
+                                         "file://", "file:///", "file://d/", "file:///d/"])
 def test_a_path_out_of_the_volume_is_refused_by_the_node_too(tmp_path, destination):
     message = failure(transfers.transfer, request(tmp_path, "file://conf", destination, contents="x"))
-    assert message == "%r is not a path inside the volume (relative, without '..', naming a file)" % destination
+    assert message == "%r is not a path inside the volume (from its root, without '..', naming a file)" % destination
     assert not (tmp_path / "ephemeral").exists()
+
+
+def test_a_path_from_the_volumes_root_lands_in_the_volume(tmp_path):
+    """file:///PATH, as the vendor writes it: PATH from the volume's root."""
+    transfers.transfer(request(tmp_path, "file://conf", "file:///reference.fa", contents="ACGT\n"))
+    transfers.transfer(request(tmp_path, "file://conf", "file:///etc/passwd", contents="not the host's\n"))
+    assert (volume(tmp_path) / "reference.fa").read_text() == "ACGT\n"
+    assert (volume(tmp_path) / "etc" / "passwd").read_text() == "not the host's\n"
+    assert listing(volume(tmp_path)) == ["etc", "etc/passwd", "reference.fa"]
 
 
 def test_egress_of_what_the_volume_lacks_names_it(tmp_path):
@@ -236,7 +246,7 @@ def test_pieces_of_a_volumes_file_for_the_controller(tmp_path):
     assert base64.b64decode(first["data"]) + base64.b64decode(rest["data"]) == b"0123456789"
     assert first["size"] == rest["size"] == 10 and first["identity"] == rest["identity"]
     assert failure(transfers.read_piece, dict(ask, path="../../etc/passwd")) == (
-        "'file://../../etc/passwd' is not a path inside the volume (relative, without '..', naming a file)")
+        "'file://../../etc/passwd' is not a path inside the volume (from its root, without '..', naming a file)")
     assert failure(transfers.read_piece, dict(ask, path="out")) == "out is a directory in the volume; egress " \
         "copies files"
     assert failure(transfers.read_piece, dict(ask, length=transfers.PIECE_MAX + 1)).startswith("volume-read: offset")

@@ -21,11 +21,15 @@ from ansible_collections.fuzz.multinode.plugins.module_utils.fuzzfile import (
     Endpoint,
     FuzzfileError,
     Port,
+    Transfer,
+    Volume,
     load_job,
     load_workflow,
     parse_workflow,
     select_job,
     select_run,
+    transfer_plan,
+    volume_relative_path,
 )
 from ansible_collections.fuzz.multinode.plugins.module_utils.job_spec import plan_job
 
@@ -161,7 +165,7 @@ def test_blast_bare_numbers_are_arguments_kept_as_written():
     ]
     assert search.args == ["-db", "/data/db/proteins", "-out",
                            "/data/results/${FB_WORKFLOW_ID}/blastp.out", "-word_size", "3"]
-    assert all(type(word) is str for word in search.command + search.args)
+    assert {type(word) for word in search.command + search.args} == {str}
     assert load_job(json.loads(json.dumps(search.to_dict()))) == search
 
 
@@ -410,7 +414,9 @@ def test_a_services_own_endpoint_path_expands_in_its_command_as_the_vendors_file
     assert spec["extra_hosts"] == [["notebook.svc", "10.0.0.1"]]
     assert spec["service"] == {"readiness_probe": {"http-get": {"port": 8888, "path": "/api", "scheme": "HTTPS"},
                                                    "period-seconds": 5},
-                               "ready_timeout": 300}
+                               "ready_timeout": 300,
+                               "endpoints": [{"name": "notebook", "url": "https://10.0.0.1:8888/notebook/",
+                                              "scope": None}]}
 
 
 def test_a_services_only_workflow_is_checked_like_any_other():
@@ -466,3 +472,166 @@ def test_a_gpu_job_asks_each_rank_for_its_devices_and_notes_exclusive_and_annota
     spec = plan(train, count=2, run=RUN)
     assert spec["resources"]["devices"] == {"nvidia.com/gpu": 1}
     assert JobSpec.from_dict(spec).resources.devices == {"nvidia.com/gpu": 1}
+
+
+# ---------------------------------------------------------------------------
+# v1 volume references without a name; file:///PATH from the volume's root
+
+ACCEPTED_REFERENCES = ("volume://user/ephemeral, volume://user/ephemeral/NAME, volume://user/persistent, "
+                       "volume://user/persistent/NAME or volume://account/persistent")
+
+
+def test_the_users_own_persistent_volume_and_a_file_from_the_volumes_root():
+    wf = load("persistent-home-v1.yml")
+    job = wf.jobs["record-run"]
+    assert job.mounts == {"/home/user": "home", "/data": "data"}
+    assert job.volumes == {"home": "user/persistent", "data": "ephemeral"}
+    # the destination as written; its path, from the volume's root, relative
+    assert wf.volumes["data"] == Volume("ephemeral", ingress=[Transfer("file://reference.fa", "file:///reference.fa")])
+    assert volume_relative_path("file:///reference.fa", "x") == "reference.fa"
+    assert wf.unsupported == [] and wf.warnings == []
+    assert [m["store"] for m in plan(job, run=RUN)["mounts"]] == ["ephemeral", "user/persistent"]
+    assert transfer_plan(wf, select_run(wf))[0]["store"] == "ephemeral"
+    round_trips(wf)
+
+
+def test_the_accounts_persistent_volume_and_an_ephemeral_volume_with_a_name():
+    wf = load("desktop-scope-v1.yml")
+    assert wf.service_defs["desktop"].volumes == {"session": "ephemeral"}
+    assert wf.jobs["viewer"].volumes == {"shared": "account/persistent"}
+    # the ephemeral volume's name is noted, nothing more: its key names it
+    assert [note for note in wf.unsupported if note.startswith("volumes.")] == [
+        "volumes.session.reference: the ephemeral volume's name 'scratch' is noted only: the volume is "
+        "the run's, its directory named by its key 'session', as for volume://user/ephemeral"]
+    round_trips(wf)
+
+
+@pytest.mark.parametrize("reference, message", [
+    ("volume://nobody/x", "'volume://nobody/x' is not a volume this collection keeps (%s)" % ACCEPTED_REFERENCES),
+    ("volume://user/persistent/", "'volume://user/persistent/' is not a volume this collection keeps (%s)"
+     % ACCEPTED_REFERENCES),
+    ("volume://account/ephemeral", "'volume://account/ephemeral' is not a volume this collection keeps (%s)"
+     % ACCEPTED_REFERENCES),
+    ("volume://account/persistent/x", "'volume://account/persistent/x' is not a volume this collection keeps "
+     "(%s)" % ACCEPTED_REFERENCES),
+    ("volume://user/ephemeral/", "'volume://user/ephemeral/' is not a volume this collection keeps (%s)"
+     % ACCEPTED_REFERENCES),
+    ("volume://user/ephemeral/../x", "the ephemeral volume's name must be letters, digits and ._- (starting "
+     "with a letter or digit, at most 128), got '../x'"),
+    ("volume://user/ephemeral/a/b", "the ephemeral volume's name must be letters, digits and ._- (starting "
+     "with a letter or digit, at most 128), got 'a/b'"),
+    ("volume://user/persistent/a/b", "the persistent volume's name must be letters, digits and ._- (starting "
+     "with a letter or digit, at most 128), got 'a/b'"),
+])
+def test_a_volume_reference_that_means_nothing_here_is_refused_listing_every_form(reference, message):
+    assert error("persistent-home-v1.yml", "reference: volume://user/persistent\n",
+                 "reference: %s\n" % reference) == "volumes.home.reference: " + message
+
+
+def test_a_v1_volume_without_a_reference_is_told_every_form():
+    assert error("persistent-home-v1.yml", "    reference: volume://user/persistent\n", "    name: home\n") == (
+        "volumes.home.reference: required (%s)" % ACCEPTED_REFERENCES)
+
+
+@pytest.mark.parametrize("old, new", [
+    # an egress out of the volume's root, to the egress directory's root
+    ("    ingress:\n",
+     "    egress:\n      - source: {uri: file:///out/result.txt}\n"
+     "        destination: {uri: file:///result.txt}\n    ingress:\n"),
+    ("uri: file:///reference.fa", "uri: file:///in/./reference.fa"),
+])
+def test_every_file_path_of_a_volume_may_be_written_from_its_root(old, new):
+    wf = load("persistent-home-v1.yml", old, new)
+    for item in wf.volumes["data"].ingress + wf.volumes["data"].egress:
+        for uri in (item.source, item.destination):
+            if uri.startswith("file:///"):
+                assert not volume_relative_path(uri, "x").startswith("/")
+    assert volume_relative_path("file:///in/./reference.fa", "x") == "in/reference.fa"
+    assert volume_relative_path("file:///out/result.txt", "x") == "out/result.txt"
+
+
+@pytest.mark.parametrize("uri, why", [
+    ("file:///", "names no file"), ("file:///../reference.fa", "escapes the volume with '..'"),
+    ("file:///data/", "names no file"), ("file:////reference.fa", "starts with '//'"),
+])
+def test_a_path_from_the_root_still_stays_in_the_volume(uri, why):
+    assert error("persistent-home-v1.yml", "uri: file:///reference.fa", "uri: %s" % uri).startswith(
+        "volumes.data.ingress[0].destination.uri: %r %s" % (uri, why))
+
+
+# ---------------------------------------------------------------------------
+# a service endpoint's scope
+
+SCOPE_NOTE = ("not enforced (there is no ingress): the endpoint is reached at its service's rank 0 node "
+              "address and port by anyone who can reach that node; the scope is recorded and shown with "
+              "the endpoint's URL")
+
+
+def test_an_endpoints_scope_is_kept_shown_with_its_url_and_noted_as_not_enforced():
+    wf = load("desktop-scope-v1.yml")
+    desktop = wf.service_defs["desktop"]
+    assert desktop.endpoints == [Endpoint("vnc", 6080, "http", "/", "user")]
+    assert desktop.to_dict()["endpoints"] == [
+        {"name": "vnc", "port": 6080, "protocol": "http", "path": "/", "scope": "user"}]
+    assert "services.desktop.network.endpoints[0].scope: " + SCOPE_NOTE in desktop.unsupported
+    assert desktop.readiness_probe == {"http-get": {"port": 6080, "path": "/index.html", "scheme": "HTTP"},
+                                       "period-seconds": 1}
+    spec = plan(desktop, run=RUN)
+    assert spec["service"]["endpoints"] == [{"name": "vnc", "url": "http://10.0.0.1:6080/", "scope": "user"}]
+    viewer = plan(wf.jobs["viewer"], run=RUN, services=[
+        {"name": "desktop", "address": "10.0.0.9", "endpoints": [e.to_dict() for e in desktop.endpoints]}])
+    assert viewer["ranks"][0]["env"]["FB_ENDPOINT_URL_VNC"] == "http://10.0.0.9:6080/"
+    assert [unit.name for unit in select_run(wf)] == ["desktop", "viewer"]
+    round_trips(wf)
+
+
+@pytest.mark.parametrize("scope", ["public", "group", "'{{ .Scope }}'", "user-42"])
+def test_any_scope_the_vendor_writes_is_kept_as_written(scope):
+    wf = load("desktop-scope-v1.yml", "scope: user\n", "scope: %s\n" % scope)
+    assert wf.service_defs["desktop"].endpoints[0].scope == scope.strip("'")
+
+
+@pytest.mark.parametrize("scope, shown", [("''", "must not be empty"), ("7", "must be a string, got 7"),
+                                          ("[user]", "must be a string, got a list")])
+def test_a_scope_that_is_no_name_is_refused(scope, shown):
+    assert error("desktop-scope-v1.yml", "scope: user\n", "scope: %s\n" % scope).startswith(
+        "services.desktop.network.endpoints[0].scope: %s" % shown)
+
+
+def test_the_json_form_of_an_endpoint_reads_its_scope_back_and_takes_none_missing():
+    from ansible_collections.fuzz.multinode.plugins.module_utils.fuzzfile import load_endpoints
+    form = {"name": "vnc", "port": 6080, "protocol": "http", "path": "/"}
+    assert load_endpoints([dict(form, scope="user")], "e") == [Endpoint("vnc", 6080, "http", "/", "user")]
+    assert load_endpoints([form], "e") == load_endpoints([dict(form, scope=None)], "e") == [
+        Endpoint("vnc", 6080, "http", "/")]
+    with pytest.raises(FuzzfileError) as info:
+        load_endpoints([dict(form, scope="")], "e")
+    assert str(info.value) == "e[0].scope: must not be empty"
+
+
+# ---------------------------------------------------------------------------
+# a secret:// env value expanded in a command's arguments
+
+
+def test_a_secret_expanded_in_arguments_runs_with_a_warning_and_the_spec_holds_no_value(tmp_path):
+    from ansible_collections.fuzz.multinode.plugins.module_utils.controller_tasks import load_fuzzfile
+    path = tmp_path / "secret-args.yml"
+    path.write_text(text("secret-args-v4.yml"))
+    result, warnings = load_fuzzfile({"path": str(path), "job": None, "secret_names": ["user/api-token"]})
+    assert [w for w in warnings if "secret://" in w] == [
+        "%s: jobs.%s: expands the secret:// env value API_TOKEN: users logged in on the job's nodes can read it "
+        "in the rank's command line (ps); other jobs cannot" % (path, field)
+        for field in ("call-api.args[0]", "call-api-script.args[0]")]
+    wf = load("secret-args-v4.yml")
+    command, script = (plan(wf.jobs[name], secret_names=["user/api-token"]) for name in ("call-api", "call-api-script"))
+    # command mode: command + args, the args' entry is argv[4]; script mode: args only
+    assert command["secret_args"] == [{"index": 4, "parts": [["text", "Bearer "], ["secret", "user/api-token"]]}]
+    assert script["secret_args"] == [{"index": 0, "parts": [["text", "--token="], ["secret", "user/api-token"]]}]
+    assert (command["argv"][4], script["argv"]) == ("Bearer secret://user/api-token", ["--token=secret://user/api-token"])
+    with pytest.raises(FuzzfileError) as info:
+        load_fuzzfile({"path": str(path), "job": None, "secret_names": ["user/api-token"],
+                       "secret_arguments": "refuse"})
+    assert str(info.value) == (
+        "%s: jobs.call-api.args[0]: expands a secret:// env value, and every user of a node can read a "
+        "process's command line (ps); read the secret from the job's environment instead "
+        "(fuzz_multinode_secret_arguments: refuse)" % path)

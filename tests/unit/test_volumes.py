@@ -52,7 +52,7 @@ def test_prepare_makes_the_volumes_the_job_users_below_roots_directories(tmp_pat
     placed = volumes.prepare(spec, user)
     assert placed == [(str(tmp_path / "volumes" / "ephemeral" / RUN / "data"), "/data"),
                       (str(tmp_path / "volumes" / "persistent" / "k"), "/keep")]
-    for directory, _ in placed:
+    for directory, _unused in placed:
         info = os.stat(directory)
         assert (info.st_uid, info.st_mode & 0o777) == (user.pw_uid, 0o700)
         parent = os.stat(os.path.dirname(directory))
@@ -61,6 +61,41 @@ def test_prepare_makes_the_volumes_the_job_users_below_roots_directories(tmp_pat
     open(os.path.join(placed[0][0], "kept"), "w").close()
     assert volumes.prepare(spec, user) == placed
     assert os.listdir(placed[0][0]) == ["kept"]
+
+
+def test_the_default_persistent_volumes_are_their_stores_under_the_root_whatever_the_run(tmp_path):
+    """volume://user/persistent and volume://account/persistent: one
+    directory each, the same for every run, apart from each other and from
+    a persistent volume named user or account."""
+    mounts = [("/home", "mine", "user/persistent"), ("/shared", "ours", "account/persistent"),
+              ("/named", "n", "persistent/user")]
+    for run in (RUN, "20261204T000000Z-ffffff"):
+        spec = spec_of(tmp_path, mounts, run=run)
+        assert [volumes.volume_dir(spec, m) for m in spec.mounts] == [
+            str(tmp_path / "user" / "persistent"), str(tmp_path / "account" / "persistent"),
+            str(tmp_path / "persistent" / "user")]
+    assert volumes.store_dir(str(tmp_path), RUN, "x", "user/persistent") == str(tmp_path / "user" / "persistent")
+    for store in ("user", "user/ephemeral", "account/persistent/x", "user/persistent/", "group/persistent"):
+        with pytest.raises(RuntimeFailure) as caught:
+            volumes.store_dir(str(tmp_path), RUN, "x", store)
+        assert str(caught.value) == "malformed job spec (mounts: volume x has store %r)" % store
+
+
+def test_the_default_persistent_volumes_are_made_below_roots_directories_and_outlive_the_run(tmp_path):
+    user = job_user()
+    root = tmp_path / "volumes"
+    spec = spec_of(root, [("/home", "mine", "user/persistent"), ("/shared", "ours", "account/persistent")])
+    placed = volumes.prepare(spec, user)
+    assert placed == [(str(root / "user" / "persistent"), "/home"),
+                      (str(root / "account" / "persistent"), "/shared")]
+    for directory, _unused in placed:
+        info = os.stat(directory)
+        assert (info.st_uid, info.st_mode & 0o777) == (user.pw_uid, 0o700)
+        parent = os.stat(os.path.dirname(directory))
+        assert (parent.st_uid, parent.st_mode & 0o777) == (0, 0o755)
+        open(os.path.join(directory, "kept"), "w").close()
+    volumes.remove_run(str(root), RUN)
+    assert all(os.listdir(directory) == ["kept"] for directory, _unused in placed)
 
 
 def test_prepare_refuses_a_volume_directory_that_is_not_the_job_users(tmp_path):
@@ -107,7 +142,7 @@ def test_nodes_making_the_same_volume_at_once_all_get_it(tmp_path):
                 failed += 1
         failures.put(failed)
 
-    nodes = [fork.Process(target=node) for _ in range(2)]
+    nodes = [fork.Process(target=node) for _unused in range(2)]
     for each in nodes:
         each.start()
     for each in nodes:
@@ -125,7 +160,7 @@ def test_remove_run_removes_that_runs_ephemeral_volumes_only_and_follows_no_link
     (outside / "precious").write_text("keep me\n")
     ours = spec_of(tmp_path / "v", [("/data", "data", "ephemeral"), ("/keep", "k", "persistent/k")])
     other = spec_of(tmp_path / "v", [("/data", "data", "ephemeral")], run="20261203T071500Z-ffffff")
-    for directory, _ in volumes.prepare(ours, user) + volumes.prepare(other, user):
+    for directory, _unused in volumes.prepare(ours, user) + volumes.prepare(other, user):
         os.symlink(str(outside), os.path.join(directory, "link"))
     assert volumes.remove_run(str(tmp_path / "v"), RUN) is True
     assert not (tmp_path / "v" / "ephemeral" / RUN).exists()

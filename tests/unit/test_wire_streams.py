@@ -164,8 +164,8 @@ def test_frame_reader_returns_every_frame_of_one_large_feed():
     stream = b"".join(wire.HEADER.pack(wire.FRAME_STDERR, len(p)) + p for p in payloads)
     reader = wire.FrameReader()
     got = reader.feed(stream[:-3]) + reader.feed(stream[-3:])
-    assert [p for _, p in got] == payloads
-    assert {k for k, _ in got} == {wire.FRAME_STDERR}
+    assert [p for _unused, p in got] == payloads
+    assert {k for k, _unused in got} == {wire.FRAME_STDERR}
 
 
 def test_whole_lines_go_into_a_pipe_in_writes_it_keeps_whole():

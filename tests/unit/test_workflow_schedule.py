@@ -74,9 +74,9 @@ def test_a_job_waiting_for_hosts_does_not_hold_back_a_later_one_that_fits():
 
 def test_at_once_limits_the_jobs_running_and_1_runs_them_one_at_a_time_in_order():
     plan = Schedule(FAN_OUT, HOSTS, at_once=2)
-    assert [name for name, _ in plan.next_jobs()] == ["a", "b"]
+    assert [name for name, _unused in plan.next_jobs()] == ["a", "b"]
     plan.ended("a", FINISHED)
-    assert [name for name, _ in plan.next_jobs()] == ["c"]
+    assert [name for name, _unused in plan.next_jobs()] == ["c"]
     plan = Schedule(FAN_OUT, HOSTS, at_once=1)
     order = []
     while not plan.done:

@@ -232,7 +232,7 @@ class Agent:
                         return
                 handlers, writers = self.handlers(), self.writers()
                 handlers[supervisor_gone] = None
-                readable, writable, _ = select.select(list(handlers), list(writers), [], STOP_CHECK_SECONDS)
+                readable, writable, _unused = select.select(list(handlers), list(writers), [], STOP_CHECK_SECONDS)
                 if not readable and not writable and time.monotonic() - self.reclaimed_at > RECLAIM_SECONDS:
                     self.reclaim()
                 for fd in writable:
@@ -490,4 +490,3 @@ class Agent:
             self.files.unlink(registry.AGENT_REQUESTS)
             os.close(self.requests)
             self.requests = None
-

@@ -82,7 +82,7 @@ def v1_own_group(controller):
         if not os.path.ismount(hierarchy):
             os.makedirs(hierarchy, 0o700, exist_ok=True)
             mount = subprocess.run(["mount", "-t", "cgroup", "-o", controller, GROUP, hierarchy],
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False)
             if mount.returncode != 0:
                 return None, "no writable cgroup %s controller (%s)" % (controller, (
                     last_line(mount.stderr) or "mount exited with status %d" % mount.returncode))
@@ -132,7 +132,7 @@ def join_run_group(spec):
     global _joined_run_group
     if is_v2():
         return
-    own, _ = v1_own_group("freezer")
+    own, _unused = v1_own_group("freezer")
     if own is None:
         return
     group = os.path.join(own, GROUP, spec.job)
@@ -280,7 +280,7 @@ class RunCgroups:
     def pids(self):
         found = set()
         for group in self.groups:
-            for directory, _, _ in os.walk(group):
+            for directory, _unused, _unused in os.walk(group):
                 try:
                     with open(os.path.join(directory, "cgroup.procs")) as handle:
                         found.update(int(line) for line in handle if line.strip())

@@ -113,7 +113,7 @@ class ForkedCalls:
         call = self.calls[call_id]
         data = read_chunk(fd)
         frames = [(call_id, kind, payload) for kind, payload in call[2].feed(data)]
-        call[3] = call[3] or any(kind == FRAME_EXIT for _, kind, _ in frames)
+        call[3] = call[3] or any(kind == FRAME_EXIT for _unused, kind, _unused in frames)
         if not data:
             frames += self.ended(fd)
         self.reap()

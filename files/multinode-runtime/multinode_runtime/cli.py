@@ -236,7 +236,7 @@ def cmd_cleanup(args):
     args, run = take_run(args)
     flags = set(args[1:])
     if not args or len(flags) != len(args) - 1 or not flags <= {"--everywhere", "--logs", "--job-log",
-                                                                 "--run-volumes"}:
+                                                                "--run-volumes"}:
         raise RuntimeFailure("usage: cleanup JOB [--run RUN] [--everywhere] [--logs] [--job-log] [--run-volumes]")
     from .teardown import cleanup
     print(json.dumps(cleanup(args[0], everywhere="--everywhere" in flags, run=run, logs="--logs" in flags,

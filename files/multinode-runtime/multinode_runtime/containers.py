@@ -31,6 +31,7 @@ PODMAN_WITHIN = 120  # seconds for any other podman command
 # Root's: where SIF files are unpacked while they become Podman images.
 SIF_WORK_DIR = "/var/lib/fuzz-multinode/sif"
 
+
 def container_name(job):
     return "fuzz-multinode-" + job
 
@@ -87,7 +88,7 @@ def pull(uri, node, authfile=None):
         if cached is not None and not image_registry.pulled_with_credentials(cached):
             return name
     auth = ["--authfile", authfile] if authfile else []
-    status, _, why = podman(["pull", "--quiet"] + auth + ["docker://" + name], within=PULL_WITHIN)
+    status, _unused, why = podman(["pull", "--quiet"] + auth + ["docker://" + name], within=PULL_WITHIN)
     if status != 0:
         raise RuntimeFailure("node %s cannot pull image %s: %s" % (node, uri, _pull_failure(status, why, authfile)))
     if authfile is not None:
@@ -110,7 +111,7 @@ def _credentialed(name):
 
 def _image_id(name):
     """The ID of the local image `name`, or None: there is none."""
-    status, out, _ = podman(["image", "inspect", "--format", "{{.Id}}", name])
+    status, out, _unused = podman(["image", "inspect", "--format", "{{.Id}}", name])
     image_id = out.decode(errors="replace").strip()
     return image_id if status == 0 and image_id else None
 
@@ -121,7 +122,7 @@ def _pull_failure(status, why, authfile):
     if status == 124 or not why:  # podman() timed it out, or it said nothing
         return why or "podman pull exited with status %d" % status
     detail = why[len("Error: "):] if why.startswith("Error: ") else why
-    return "%s (podman: %s)" % (image_registry.pull_reason(detail, authfile is not None), detail)
+    return image_registry.pull_failure_text(image_registry.pull_reason(detail, authfile is not None), "podman", detail)
 
 
 def start_container(spec, node, hostname, secrets=None, mounts=()):
@@ -148,7 +149,7 @@ def start_container(spec, node, hostname, secrets=None, mounts=()):
         args += ["--volume", "%s:%s:rw" % (directory, location)]
     args += devices.podman_arguments(spec.job)  # the job's devices here (CDI)
     args += [image, "-c", "read -r _"]
-    status, _, why = podman(args)
+    status, _unused, why = podman(args)
     if status != 0:
         hint = ""
         if "CDI" in why:

@@ -7,6 +7,7 @@ every command through here, after everything else about the process is set
 import os
 
 from .errors import RuntimeFailure
+from .inputs import program_shown
 from .processes import run_as, spawn_as
 from .sandbox import job_sandbox
 
@@ -38,7 +39,7 @@ def spawn_rank(spec, rank, user, argv, env, sandbox, stdout, stderr):
         raise RuntimeFailure(_cwd_failure(spec, rank, user, sandbox))
     if reported.startswith(b"exec "):
         child.wait()
-        raise RuntimeFailure(_exec_failure(rank, argv[0], reported == b"exec denied\n"))
+        raise RuntimeFailure(_exec_failure(rank, program_shown(spec, rank, argv), reported == b"exec denied\n"))
     return child
 
 

@@ -244,7 +244,7 @@ def _header_fields(block):
             if index in STATIC_STATUS:
                 fields[":status"] = STATIC_STATUS[index]
         elif byte & 0xE0 == 0x20:  # dynamic table size update
-            _, pos = _hpack_int(block, pos, 5)
+            _unused, pos = _hpack_int(block, pos, 5)
         else:  # a literal: with incremental indexing (01), without (0000) or never indexed (0001)
             index, pos = _hpack_int(block, pos, 6 if byte & 0x40 else 4)
             if index:

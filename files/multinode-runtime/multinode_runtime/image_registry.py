@@ -46,7 +46,7 @@ def registry_host(uri):
     path component when that looks like a host (a dot, a port or
     localhost), else docker.io, as containers/image reads it."""
     rest = uri.split("://", 1)[1] if "://" in uri else uri
-    first, sep, _ = rest.partition("/")
+    first, sep, _unused = rest.partition("/")
     if sep and ("." in first or ":" in first or first == "localhost"):
         return first
     return "docker.io"
@@ -181,5 +181,22 @@ def pull_reason(detail, with_credentials):
     if "digest" in low and ("match" in low or "mismatch" in low):
         return "the registry's content does not match its digest"
     if "dial tcp" in low or "no such host" in low or "connection refused" in low or "timeout" in low:
-        return "the registry is unreachable"
+        return UNREACHABLE
     return "the pull failed"
+
+
+UNREACHABLE = "the registry is unreachable"
+# Where a user most often stumbles: a node with no way to the image's
+# registry (no internet, a site mirror not configured).
+WHAT_TO_DO = {
+    UNREACHABLE: ("give the node a registry it reaches, a mirror in /etc/containers/registries.conf.d/ "
+                  "(README, \"Jobs in their images\"), or run the job on the bare host: "
+                  "-e fuzz_multinode_execution=host"),
+}
+
+
+def pull_failure_text(reason, tool, detail):
+    """A failed pull's words: `reason` (pull_reason), what the client
+    `tool` said (`detail`), and what to do where that is known."""
+    text = "%s (%s: %s)" % (reason, tool, detail)
+    return "%s; %s" % (text, WHAT_TO_DO[reason]) if reason in WHAT_TO_DO else text

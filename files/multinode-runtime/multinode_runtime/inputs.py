@@ -2,11 +2,12 @@
 starts with, secrets, files and cwd.
 
 Secrets: the spec keeps `secret://NAME` references (secret_env: {key: NAME};
-arguments that expand them, secret_args, are refused); the values arrive separately
+arguments that expand them, secret_args, as parts: text and NAMEs, built
+into the argument here, job_argv); the values arrive separately
 (with the registration, `prepare --secrets`, or `secrets JOB`, from a no_log task)
 and are kept in the job's directory on /run, readable by root only. Only the
 processes that start a rank's command (head supervisor, launcher: root) read
-them, and only into that command's environment. The image.secret's registry
+them, and only into that command's environment and arguments. The image.secret's registry
 credentials are not kept: prepare uses them for the image's pull only
 (image_registry.py).
 
@@ -155,15 +156,26 @@ def job_environment(spec, rank, user):
 
 
 def job_argv(spec):
-    """The spec's argv. A spec whose arguments expand secrets (secret_args:
-    the controller refuses them) is refused here too: every user of the node
-    could read the value in the process's command line."""
+    """The spec's argv, each argument of secret_args built from its parts
+    with the secrets' values (the spec holds references only)."""
+    argv = list(spec.argv)
     if spec.secret_args:
-        raise RuntimeFailure("job %s: argument %d expands a secret:// env value, and every user of "
-                             "node %s can read a process's command line; read the secret from the "
-                             "job's environment instead" % (spec.job, spec.secret_args[0].index,
-                                                             socket.gethostname()))
-    return list(spec.argv)
+        values = job_secrets(spec)
+        for item in spec.secret_args:
+            if not 0 <= item.index < len(argv):
+                raise RuntimeFailure("malformed job spec (secret_args: argument %d of %d)" % (item.index, len(argv)))
+            argv[item.index] = "".join(values[value] if kind == "secret" else value for kind, value in item.parts)
+    return argv
+
+
+def program_shown(spec, rank, argv):
+    """argv[0] (of job_command) for a message: the reference form when the
+    job's own first argument expands a secret, never its value."""
+    own, secret_args = (rank.argv, rank.secret_args) if rank.is_task else (spec.argv, spec.secret_args)
+    if spec.mode == "command" and not spec.launcher and own and any(
+            item.index == 0 for item in secret_args or []):
+        return own[0]
+    return argv[0]
 
 
 # -- what a rank runs, and where ---------------------------------------------
@@ -172,12 +184,12 @@ def job_command(spec, env, who, in_image=False):
     """The argv the job's command or script runs with (on rank 0, or as a
     task), argv[0] looked up on the job's PATH (in the job's image the
     image's shell looks it up); `who` names it in errors."""
+    prefix = []
     if spec.mode == "script":
         script = registry.job_path(spec.job, registry.SCRIPT_FILE)
-        argv = [script] if spec.script.startswith("#!") else ["/bin/sh", script]
-        argv += job_argv(spec)
-    else:
-        argv = job_argv(spec)
+        prefix = [script] if spec.script.startswith("#!") else ["/bin/sh", script]
+    argv = prefix + job_argv(spec)
+    shown = (list(spec.launcher) + prefix + list(spec.argv))[0]  # a secret's reference, never its value
     # openmpi/ompi, mpich: the MPI launcher runs the command (or the
     # script, written at the same path on every node) on all ranks.
     launcher = list(spec.launcher)
@@ -191,7 +203,7 @@ def job_command(spec, env, who, in_image=False):
                         "directory on PATH in the job's env)" % (
                             spec.implementation, argv[0],
                             MPI_NAMES.get(spec.implementation, "the MPI")))
-            raise RuntimeFailure("%s: command not found: %s%s" % (who, argv[0], hint))
+            raise RuntimeFailure("%s: command not found: %s%s" % (who, shown, hint))
         argv[0] = found
     return argv
 
@@ -311,7 +323,7 @@ def remove_job_files(job, user):
     except (OSError, ValueError):
         return
     if user is not None:
-        _, failed = run_as(user, _remove_created, created)
+        _unused, failed = run_as(user, _remove_created, created)
         if failed:  # the rest of the cleanup still has to happen
             sys.stderr.write("multinode-runtime: removing the job's files: %s\n" % failed)
         os.unlink(path)

@@ -163,7 +163,8 @@ class Launch:
         if self.request.get("task"):
             if not self.rank.is_task:
                 raise RuntimeFailure("%s is not a task of job %s" % (self.rank.name, self.spec.job))
-            return job_command(self.spec.with_changes(argv=self.rank.argv), env,
+            return job_command(self.spec.with_changes(argv=self.rank.argv,
+                                                      secret_args=self.rank.secret_args or []), env,
                                "task %s" % self.rank.name, in_image)
         return ["/bin/sh", "-c", "--", self.request["command"]]
 
@@ -192,7 +193,7 @@ class Launch:
         open_fds = [out_r, err_r, 0]
         child_status = None
         while out_r in open_fds or err_r in open_fds:
-            ready, _, _ = select.select(open_fds, [], [], 0.5)
+            ready, _unused, _unused = select.select(open_fds, [], [], 0.5)
             for fd in ready:
                 data = read_chunk(fd)
                 if fd == 0:

@@ -58,7 +58,7 @@ def start_local_launcher(spec, user):
             conn = None
             if len(serving) < limit:
                 try:
-                    conn, _ = server.accept()
+                    conn, _unused = server.accept()
                 except socket.timeout:
                     pass
             else:
@@ -72,7 +72,7 @@ def start_local_launcher(spec, user):
                 conn.close()
             try:
                 while True:
-                    ended, _ = os.waitpid(-1, os.WNOHANG)
+                    ended, _unused = os.waitpid(-1, os.WNOHANG)
                     if not ended:
                         break
                     serving.discard(ended)
@@ -85,7 +85,7 @@ def start_local_launcher(spec, user):
 def serve_local_connection(conn, spec, user):
     """One connection to the launch socket: check the peer, read the request
     line, then serve it with the connection as stdin and stdout."""
-    pid, uid, _ = _PEERCRED.unpack(conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size))
+    pid, uid, _unused = _PEERCRED.unpack(conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size))
     if uid not in (0, user.pw_uid):
         return 1
     # A client that connects and says nothing holds no place for long.

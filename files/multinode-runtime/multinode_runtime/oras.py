@@ -18,7 +18,7 @@ from typing import NamedTuple, Optional
 
 from . import registry, sif
 from .errors import RuntimeFailure
-from .image_registry import pull_reason
+from .image_registry import pull_failure_text, pull_reason
 
 SKOPEO = "/usr/bin/skopeo"
 UNSQUASHFS = "/usr/bin/unsquashfs"
@@ -103,7 +103,8 @@ def pull_failure(uri: str, message: str, with_credentials: bool = False) -> Runt
     text = message.strip().splitlines()[-1] if message.strip() else "no message"
     m = re.search(r'msg="(.*)"\s*$', text)
     detail = m.group(1).replace('\\"', '"') if m else text
-    return RuntimeFailure("image %s: %s (skopeo: %s)" % (uri, pull_reason(detail, with_credentials), detail))
+    reason = pull_reason(detail, with_credentials)
+    return RuntimeFailure("image %s: %s" % (uri, pull_failure_text(reason, "skopeo", detail)))
 
 
 def podman_image(uri: str, workdir: str, authfile: Optional[str] = None, ask_registry: bool = False) -> str:
@@ -172,7 +173,7 @@ def _left(uri: str, deadline: float) -> float:
 def _run(uri, what, argv, within, **kwargs):
     """subprocess.run, its timeout a failure naming the image and what ran."""
     try:
-        return subprocess.run(argv, timeout=within, **kwargs)
+        return subprocess.run(argv, timeout=within, check=kwargs.pop("check", False), **kwargs)
     except subprocess.TimeoutExpired:
         raise RuntimeFailure("image %s: %s did not finish within %d s" % (uri, what, within)) from None
 

@@ -128,7 +128,7 @@ def _same_pid_namespace(pid):
     except OSError:
         return False
     try:
-        for _ in range(MAX_PID_NAMESPACE_DEPTH):
+        for _unused in range(MAX_PID_NAMESPACE_DEPTH):
             try:
                 parent = fcntl.ioctl(fd, NS_GET_PARENT)
             except OSError:
@@ -150,7 +150,7 @@ def _pids_in_namespaces_as(user, namespaces, pids):
                     emit({"pid": pid})
             except OSError:
                 continue
-    records, _ = run_as(user, scan)
+    records, _unused = run_as(user, scan)
     return [record["pid"] for record in records if "pid" in record]
 
 

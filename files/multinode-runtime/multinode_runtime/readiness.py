@@ -36,6 +36,17 @@ def probe_name(probe):
     return next(key for key in ("exec", "http-get", "tcp-socket", "grpc") if key in probe)
 
 
+def endpoints_shown(endpoints):
+    """The service's endpoints for its ready line: each URL, with its
+    Fuzzfile scope, which nothing here enforces (there is no ingress)."""
+    shown = ""
+    for endpoint in endpoints:
+        shown += "; endpoint %s at %s" % (endpoint.get("name"), endpoint.get("url"))
+        if endpoint.get("scope"):
+            shown += " (scope %s: not enforced, anyone who can reach the node can reach it)" % endpoint["scope"]
+    return shown
+
+
 class Readiness:
     """The readiness of the service the supervisor runs. `spawn(argv, out)`
     starts an exec probe's command as rank 0's (a Popen), its output into
@@ -46,6 +57,7 @@ class Readiness:
         self.job = spec.job
         self.probe = settings.get("readiness_probe")
         self.ready_timeout = float(settings.get("ready_timeout") or 300)
+        self.endpoints = settings.get("endpoints") or []
         self.address = address
         self.spawn = spawn
         self.log_fd = log_fd
@@ -112,7 +124,8 @@ class Readiness:
     def _now_ready(self, detail):
         self.ready = True
         registry.write_file(registry.job_path(self.job, registry.READY_FILE), detail + "\n", 0o600)
-        write_all(self.log_fd, ("fuzz.multinode: service %s is ready: %s\n" % (self.job, detail)).encode())
+        line = "fuzz.multinode: service %s is ready: %s%s\n" % (self.job, detail, endpoints_shown(self.endpoints))
+        write_all(self.log_fd, line.encode())
 
 
 class _NetworkProbe:

@@ -278,7 +278,7 @@ def _remove_entry(parent_fd, name, top_fd, depth):
         raise
     try:
         top = fd if top_fd is None else top_fd
-        for _ in range(REMOVE_PASSES):
+        for _unused in range(REMOVE_PASSES):
             entries = os.listdir(fd)
             if not entries:
                 break

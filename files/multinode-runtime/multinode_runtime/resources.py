@@ -31,7 +31,7 @@ def parse_cpu_list(text):
     cpus = set()
     for part in text.strip().split(","):
         if part:
-            low, _, high = part.partition("-")
+            low, _unused, high = part.partition("-")
             cpus.update(range(int(low), int(high or low) + 1))
     return cpus
 
@@ -94,7 +94,7 @@ def check_resources(spec, node):
             problems.append(
                 "jobs.%s.resource.cpu.affinity: %s needs %d CPUs in one %s, but the node's "
                 "largest has %d" % (spec.job, wanted.affinity, cores,
-                                   AFFINITY_GROUP[wanted.affinity], max(len(g) for g in groups)))
+                                    AFFINITY_GROUP[wanted.affinity], max(len(g) for g in groups)))
     memory, total = wanted.memory_bytes, node_memory_bytes()
     if memory and total and memory > total:
         problems.append("jobs.%s.resource.memory: %d bytes requested, but the node has %d" % (

@@ -130,7 +130,7 @@ class Sandbox:
                             emit({"pid": host})
                     except OSError:
                         continue
-            records, _ = run_as(user, look)
+            records, _unused = run_as(user, look)
             return next((record["pid"] for record in records if "pid" in record), None)
         return None
 
@@ -230,7 +230,7 @@ def remove_sandbox(job):
     if record is None:
         return
     if record.get("kind") == "container":
-        status, _, why = containers.podman(["rm", "--force", "--time", "0", "--ignore", record["name"]])
+        status, _unused, why = containers.podman(["rm", "--force", "--time", "0", "--ignore", record["name"]])
         if status != 0:
             raise RuntimeFailure("cannot remove the container %s of job %s on %s: %s" % (
                 record["name"], job, socket.gethostname(), why))

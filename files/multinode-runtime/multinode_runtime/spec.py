@@ -32,6 +32,7 @@ class Rank:
     env: Dict[str, str] = field(default_factory=dict)
     task_id: Optional[int] = None   # a task array's task: its FB_TASK_ID
     argv: Optional[List[str]] = None  # a task's own command
+    secret_args: Optional[List["SecretArg"]] = None  # and the secret_args of that command
 
     @property
     def is_task(self):
@@ -81,7 +82,7 @@ class Mount:
 
     location: str
     volume: str
-    store: str                      # "ephemeral" or "persistent/<name>"
+    store: str                      # "ephemeral", "persistent/<name>", "user/persistent" or "account/persistent"
 
 
 @dataclass(frozen=True)
@@ -138,13 +139,11 @@ class JobSpec:
             values = {key: value for key, value in data.items() if key in known and value is not None}
             if not values.get("cwd"):
                 values.pop("cwd", None)  # no cwd: "/"
-            values["ranks"] = [Rank(**{k: v for k, v in rank.items() if k in _RANK_FIELDS})
-                               for rank in values.get("ranks", [])]
+            values["ranks"] = [_rank(rank) for rank in values.get("ranks", [])]
             values["resources"] = Resources(**{k: v for k, v in (values.get("resources") or {}).items()
                                                if k in _RESOURCE_FIELDS})
             _check_devices(values["resources"].devices)
-            values["secret_args"] = [SecretArg(item["index"], [tuple(part) for part in item["parts"]])
-                                     for item in values.get("secret_args", [])]
+            values["secret_args"] = _secret_args(values.get("secret_args", []))
             values["files"] = [JobFile(entry["path"], entry["contents"], entry.get("name", ""))
                                for entry in values.get("files", [])]
             values["mounts"] = [Mount(entry["location"], entry["volume"], entry["store"])
@@ -167,9 +166,10 @@ class JobSpec:
 
     def secret_names(self):
         """The secret names (scope/name) the job references, in its env
-        (secret_env) and in arguments that expand them (secret_args)."""
+        (secret_env) and in arguments that expand them (secret_args, a
+        task's own too)."""
         names = set(self.secret_env.values())
-        for item in self.secret_args:
+        for item in self.secret_args + [arg for rank in self.ranks for arg in rank.secret_args or []]:
             names.update(value for kind, value in item.parts if kind == "secret")
         return names
 
@@ -186,6 +186,27 @@ class JobSpec:
             if rank.rank == number:
                 return rank
         return None
+
+
+def _rank(data):
+    rank = {k: v for k, v in data.items() if k in _RANK_FIELDS}
+    if rank.get("secret_args") is not None:
+        rank["secret_args"] = _secret_args(rank["secret_args"])
+    return Rank(**rank)
+
+
+def _secret_args(items):
+    """SecretArg of each {index, parts} entry: an index and [kind, value]
+    parts, kind text or secret."""
+    found = []
+    for item in items:
+        parts = [tuple(part) for part in item["parts"]]
+        if (isinstance(item["index"], bool) or not isinstance(item["index"], int)
+                or any(len(part) != 2 or part[0] not in ("text", "secret") or not isinstance(part[1], str)
+                       for part in parts)):
+            raise RuntimeFailure("malformed job spec (secret_args: %r)" % (item,))
+        found.append(SecretArg(item["index"], parts))
+    return found
 
 
 def _host_entry(entry):

@@ -316,7 +316,6 @@ class Supervisor:
                 return (None, failure) if failure else (child.returncode, None)
             time.sleep(POLL_SECONDS)
 
-
     def calls_in_flight(self):
         """Whether a wrapper call of this node is still being made: by the
         agent, or by a wrapper process of its own (the slow path)."""

@@ -144,7 +144,7 @@ def clean_nodes(spec, user, nodes, unregister, hand_over=False, run_volumes=Fals
     deadline = time.monotonic() + spec.kill_grace + CLEANUP_ANSWER_WITHIN
     for node, call in calls.items():
         try:
-            answer, _ = call.communicate(timeout=max(0.1, deadline - time.monotonic()))
+            answer, _unused = call.communicate(timeout=max(0.1, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             call.kill()
             call.communicate()

@@ -70,19 +70,23 @@ class _Deadline(BaseException):
 # -- requests, checked ---------------------------------------------------------
 
 def volume_path(uri):
-    """The relative path of `file://PATH` inside a volume (checked again:
-    the controller checked it, but a node trusts no request)."""
+    """The relative path of `file://PATH` inside a volume, a leading / being
+    the volume's root (checked again: the controller checked it, but a node
+    trusts no request)."""
     if not uri.startswith(FILE_PREFIX):
         raise RuntimeFailure("%r is not a file:// path in the volume" % uri)
     path = uri[len(FILE_PREFIX):]
+    if path.startswith("/"):
+        path = path[1:]  # file:///PATH: from the volume's root
     if not path or path.startswith("/") or ".." in path.split("/") or path.endswith("/") \
             or "\0" in path or posixpath.normpath(path) == ".":
-        raise RuntimeFailure("%r is not a path inside the volume (relative, without '..', naming a file)" % uri)
+        raise RuntimeFailure("%r is not a path inside the volume (from its root, without '..', naming a file)"
+                             % uri)
     return posixpath.normpath(path)
 
 
 def s3_location(uri):
-    bucket, _, key = uri[len(S3_PREFIX):].partition("/")
+    bucket, _unused, key = uri[len(S3_PREFIX):].partition("/")
     if not bucket or not key:
         raise RuntimeFailure("%r is not s3://BUCKET/KEY" % uri)
     return bucket, key
@@ -195,7 +199,7 @@ def _work(emit, directory, request):
             reason = str(exc)
         else:
             emit({"copied": {"bytes": copied, "seconds": round(time.monotonic() - started, 3),
-                           "attempts": attempt}})
+                             "attempts": attempt}})
             return
         if attempt < attempts:
             emit({"progress": "%s: attempt %d of %d failed: %s; trying again" % (

@@ -95,10 +95,10 @@ class SshTransport:
             if kind == FRAME_ERROR:
                 return payload.decode(errors="replace")
         try:
-            _, err = self.proc.communicate(timeout=5)  # closes its stdin: the lifeline
+            _unused, err = self.proc.communicate(timeout=5)  # closes its stdin: the lifeline
         except subprocess.TimeoutExpired:
             self.proc.kill()
-            _, err = self.proc.communicate()
+            _unused, err = self.proc.communicate()
         return last_line(err) or "ssh exited with status %d" % self.proc.returncode
 
     def channel(self):
@@ -207,7 +207,7 @@ def open_transports(spec, user, nodes, agents=False):
         left = deadline - time.monotonic()
         ready = select.select(list(waiting), [], [], max(0, left))[0] if left > 0 else []
         if not ready:
-            for rank, _ in waiting.values():
+            for rank, _unused in waiting.values():
                 errors.append("cannot connect to node %s (%s) for rank %s: no connection within %d s" % (
                     rank.node, rank.address, rank.name, CONNECT_WITHIN))
             break

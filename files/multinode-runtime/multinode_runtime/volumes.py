@@ -5,7 +5,10 @@ sandbox), never at those paths on the host itself.
 
 An ephemeral volume is one run's: ROOT/ephemeral/<run>/<volume>, made by
 the first job of the run that mounts it, removed when the run ends
-(remove_run). A persistent one, ROOT/persistent/<name>, lives across runs.
+(remove_run). A persistent one, ROOT/persistent/<name>, lives across runs,
+as do the job user's default one (store user/persistent,
+ROOT/user/persistent) and the account's (account/persistent,
+ROOT/account/persistent): every run of the cluster's job user sees both.
 Root makes every directory down to the volume's own, which is the job
 user's: the job can change only what is inside it, and root never walks
 into it except to remove a run's volumes, without following links
@@ -21,6 +24,9 @@ from .errors import RuntimeFailure
 
 EPHEMERAL = "ephemeral"
 PERSISTENT = "persistent"
+# The default persistent volumes (volume://user/persistent,
+# volume://account/persistent): each store is its directory under the root.
+DEFAULT_STORES = ("user/persistent", "account/persistent")
 _RUN_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _NAME_RE = _RUN_RE
 # File systems that every node of a cluster mounts alike (stat -f's names):
@@ -40,10 +46,12 @@ def volume_dir(spec, mount):
 
 def store_dir(root, run, volume, store, what=None):
     """The directory of volume `volume` of run `run` whose store is `store`
-    (ephemeral, persistent/NAME) under the volume root `root`; `what`
-    names the volume in errors."""
+    (ephemeral, persistent/NAME, user/persistent, account/persistent) under
+    the volume root `root`; `what` names the volume in errors."""
     what = what or "volume %s" % volume
-    kind, _, name = store.partition("/")
+    if store in DEFAULT_STORES:
+        return os.path.join(root, store)
+    kind, _unused, name = store.partition("/")
     if kind == EPHEMERAL and not name:
         if not _RUN_RE.match(run or ""):
             raise RuntimeFailure("%s: %r is not a run id" % (what, run))

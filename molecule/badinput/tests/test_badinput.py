@@ -91,7 +91,7 @@ def node_states(started=None):
         script += "find / -xdev \\( -newermt '%s' -o -newerct '%s' \\) -print\n" % (stamp, stamp)
     states = {}
     for node, out in on_nodes(script).items():
-        state, _, changed = out.partition("--- changed since the run started:\n")
+        state, _unused, changed = out.partition("--- changed since the run started:\n")
         states[node] = (state, sorted(changed.splitlines()))
     return states
 
@@ -173,7 +173,7 @@ class Run:
 def run_job(fuzzfile, logs, name, job=None):
     """run-job.yml for a Fuzzfile (-e job= when `job` is given); `name` is
     the job whose log the play fetches."""
-    rc, output, _ = user_playbook.run_job(FUZZFILES / fuzzfile, logs, job)
+    rc, output, _unused = user_playbook.run_job(FUZZFILES / fuzzfile, logs, job)
     return Run(name, logs, rc, output)
 
 
@@ -249,17 +249,17 @@ def check_refusal(tmp_path, fuzzfile, job, message, before):
     run = run_job(fuzzfile, logs, job, job)
     after = node_states(started)
     # Nothing was written: not on any node, not even the log directory.
-    assert {node: changed for node, (_, changed) in after.items()} == \
+    assert {node: changed for node, (_unused, changed) in after.items()} == \
         {node: [] for node in NODES}, str(run)
-    assert {node: state for node, (state, _) in after.items()} == \
-        {node: state for node, (state, _) in before.items()}, str(run)
+    assert {node: state for node, (state, _unused) in after.items()} == \
+        {node: state for node, (state, _unused) in before.items()}, str(run)
     assert not logs.exists(), str(run)
     assert controller_markers() == [], str(run)
     # Refused, saying what is wrong and where, before any node was reached.
     assert run.rc != 0, str(run)
     assert "Traceback" not in run.output and "MODULE FAILURE" not in run.output, str(run)
     failures = run.failures()
-    assert [host for host, _ in failures] == ["localhost"], str(run)
+    assert [host for host, _unused in failures] == ["localhost"], str(run)
     assert failures[0][1]["msg"] == message, str(run)
 
 
@@ -267,7 +267,7 @@ def check_refusal(tmp_path, fuzzfile, job, message, before):
                          ids=[case[0] for case in FRESH_CASES])
 def test_refused_on_never_prepared_nodes_without_writing_anything(tmp_path, fuzzfile, job, message):
     before = node_states()
-    assert all(never_prepared(state) for state, _ in before.values()), \
+    assert all(never_prepared(state) for state, _unused in before.values()), \
         "run on fresh nodes: molecule destroy/create (or molecule test)"
     check_refusal(tmp_path, fuzzfile, job, message, before)
 
@@ -381,7 +381,7 @@ def test_a_hostile_program_name_fails_the_job_naming_it_literally(tmp_path):
                "$(touch /tmp/fmn-badinput-pwned-command-subst)")
     assert run.rc != 0, str(run)
     assert "Traceback" not in run.output, str(run)
-    assert [msg for _, result in run.failures() for msg in [result.get("msg")]] == \
+    assert [msg for _unused, result in run.failures() for msg in [result.get("msg")]] == \
         ["cannot run %r: No such file or directory" % program], str(run)
     assert markers() == [], str(run)
 
@@ -393,7 +393,7 @@ def test_a_hostile_program_name_fails_the_job_naming_it_literally(tmp_path):
 def test_refused_on_prepared_nodes_without_writing_anything(tmp_path, hostile, fuzzfile, job, message):
     assert hostile.rc == 0, hostile  # it prepared the nodes
     before = node_states()
-    assert not any(never_prepared(state) for state, _ in before.values())
+    assert not any(never_prepared(state) for state, _unused in before.values())
     check_refusal(tmp_path, fuzzfile, job, message, before)
 
 

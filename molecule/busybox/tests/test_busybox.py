@@ -36,6 +36,7 @@ WORKER_RANKS = range(1, len(NODES))
 
 testinfra_hosts = NODES
 
+
 def log_text(job):
     return (LOGS / (job + ".log")).read_text()
 

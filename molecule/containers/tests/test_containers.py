@@ -53,14 +53,14 @@ SIF_IMAGE = "localhost/fuzz-multinode-sif:" + IMAGES["sif"][len("sha256:"):]  # 
 # this long), not the scenario.
 PLAYBOOK_TIMEOUT = 600
 INTERRUPT_STOPS_JOB_WITHIN = 30  # seconds, as molecule/failure
-NODE_WIDE_MOUNTS = PRIVATE_MOUNT.split("%")[0]
+NODE_WIDE_MOUNTS = PRIVATE_MOUNT.split("%", maxsplit=1)[0]
 
 
 # -- looking at the nodes and the registry ------------------------------------
 
 def docker(*args, timeout=60):
     return subprocess.run(["docker", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          text=True, timeout=timeout)
+                          text=True, timeout=timeout, check=False)
 
 
 def on_node(node, command):
@@ -104,7 +104,7 @@ def look(node, jobs=()):
 def look_everywhere(jobs=()):
     """look at every node at once: {node: its sections}."""
     with concurrent.futures.ThreadPoolExecutor(len(NODES)) as pool:
-        return {node: found for node, found in zip(NODES, pool.map(lambda node: look(node, jobs), NODES), strict=True)}
+        return dict(zip(NODES, pool.map(lambda node: look(node, jobs), NODES), strict=True))
 
 
 def foreign_processes(lines):
@@ -112,7 +112,7 @@ def foreign_processes(lines):
     own: init (PID 1), init's sleep, the sshd listener, and this look."""
     left = []
     for line in lines:
-        pid, ppid, _, _, args = (line.split(None, 4) + [""])[:5]
+        pid, ppid, _unused, _unused, args = (line.split(None, 4) + [""])[:5]
         if pid == "1" or ppid == "0" or args.startswith("ps -e -o "):  # init; the look's shell and ps
             continue
         if ppid == "1" and (args == "sleep 10000" or "[listener]" in args or args.startswith("/usr/sbin/sshd")):
@@ -326,7 +326,7 @@ def test_every_rank_runs_in_the_image_as_the_job_user(job_run):
 def cpu_count(cpu_list):
     """How many CPUs a kernel CPU list such as 0-3,6 names."""
     return sum(int(high or low) - int(low) + 1
-               for low, _, high in (part.partition("-") for part in cpu_list.split(",")))
+               for low, _unused, high in (part.partition("-") for part in cpu_list.split(",")))
 
 
 def job_cgroups(node, job):
@@ -433,7 +433,7 @@ def test_openmpi_tree_spawn_in_the_image_across_four_nodes(job_run):
     assert summary(run).endswith("in image " + SIF), run
     lacked = [node for node in NODES if not has_sif(run.stores_before[node])]
     assert NODES[0] not in lacked and NODES[1] not in lacked, run.stores_before
-    assert {address for address, _, _, _ in run.requests} == {network_address(NETWORK, node) for node in lacked}, (
+    assert {request[0] for request in run.requests} == {network_address(NETWORK, node) for node in lacked}, (
         lacked, run.requests)
     assert all(has_sif(images(node)) for node in NODES)
     assert run.leftovers == NOTHING, run
@@ -618,7 +618,7 @@ def test_wrong_credentials_are_refused_though_the_image_is_cached(private_runs):
                               r"credentials \(podman: " % re.escape(PRIVATE), said.group(0)), message
     assert "private image of the test registry" not in run.output, run
     assert not [log for log in run.logs.rglob("*.log") if "private image" in log.read_text()], run
-    assert {address for address, _, _, status in run.private_requests if status == "401"} == {
+    assert {address for address, _unused, _unused, status in run.private_requests if status == "401"} == {
         network_address(NETWORK, node) for node in NODES[:2]}, run.private_requests
     assert not [request for request in run.private_requests if request[3] == "200" and "/site/private/" in request[2]]
     assert run.leftovers == NOTHING, run
@@ -744,11 +744,12 @@ def test_a_two_node_service_runs_in_its_image_ready_by_an_exec_probe_in_its_cont
     through FB_ENDPOINT_URL_WEB."""
     run = service_run
     hosts = dict(started_on(run.output))
-    assert [job for job, _ in started_on(run.output)] == SERVICE_RUN, run
+    assert [job for job, _unused in started_on(run.output)] == SERVICE_RUN, run
     assert len(set(hosts["web"] + hosts["client"])) == 3, hosts
     web = (run.logs / "web.log").read_text()
     assert re.search(r"^fuzz.multinode: service web is ready: exec wget -q -O /dev/null "
-                     r"http://127.0.0.1:8481/index.html: exit status 0$", web, re.M), web
+                     r"http://127.0.0.1:8481/index.html: exit status 0; endpoint web at http://\S+:8481/$",
+                     web, re.M), web
     assert (run.logs / "client.log").read_text() == \
         "client read: web-0 sh=/bin/busybox, web-1 sh=/bin/busybox\n", run
     for node in NODES:

@@ -108,14 +108,14 @@ def test_failing_worker_stops_every_process(worker_failure):
 
 
 def test_wait_rank0_passes_the_head_status_through(tmp_path):
-    rc, output, _ = run_job("head-fails.yml", tmp_path)
+    rc, output, _unused = run_job("head-fails.yml", tmp_path)
     assert rc != 0, output
     assert "rank 0 (head-fails-0 on fmn-default-node-1) exited with status 5" in output
     assert "not reached" not in job_log("head-fails", tmp_path)
 
 
 def test_worker_output_only_with_forwarding(tmp_path):
-    rc, output, _ = run_job("forwarding-off.yml", tmp_path)
+    rc, output, _unused = run_job("forwarding-off.yml", tmp_path)
     assert rc == 0, output
     assert log_lines("forwarding-off", tmp_path) == ["forwarding-off-0 is the head node"]
     rank_log = (tmp_path / "forwarding-off" / "rank-1.log").read_text().splitlines()
@@ -123,7 +123,7 @@ def test_worker_output_only_with_forwarding(tmp_path):
 
 
 def test_processes_left_behind_are_killed_even_after_setsid(tmp_path):
-    rc, output, _ = run_job("lingering.yml", tmp_path)
+    rc, output, _unused = run_job("lingering.yml", tmp_path)
     assert rc == 0, output
     assert sorted(log_lines("lingering", tmp_path)) == [
         "lingering-0 left sleepers", "lingering-1 left sleepers"]
@@ -131,7 +131,7 @@ def test_processes_left_behind_are_killed_even_after_setsid(tmp_path):
 
 
 def test_every_rank_has_its_name_env_and_resolves_all_ranks(tmp_path):
-    rc, output, _ = run_job("rank-names.yml", tmp_path)
+    rc, output, _unused = run_job("rank-names.yml", tmp_path)
     assert rc == 0, output
     assert sorted(log_lines("rank-names", tmp_path)) == [
         "rank=%d hostname=rank-names-%d HOSTNAME=rank-names-%d user=fuzz "
@@ -139,7 +139,7 @@ def test_every_rank_has_its_name_env_and_resolves_all_ranks(tmp_path):
 
 
 def test_command_mode_expands_variables_without_a_shell(tmp_path):
-    rc, output, _ = run_job("command-mode.yml", tmp_path)
+    rc, output, _unused = run_job("command-mode.yml", tmp_path)
     assert rc == 0, output
     assert log_lines("command-mode", tmp_path) == [
         "[4]",  # 2 nodes x 2 cores (a node has 2 CPUs at least)
@@ -154,6 +154,6 @@ def test_command_mode_expands_variables_without_a_shell(tmp_path):
 
 
 def test_script_without_shebang_runs_with_sh_and_gets_args(tmp_path):
-    rc, output, _ = run_job("no-shebang.yml", tmp_path)
+    rc, output, _unused = run_job("no-shebang.yml", tmp_path)
     assert rc == 0, output
     assert log_lines("no-shebang", tmp_path) == ["first=one second=two words count=2"]

@@ -32,11 +32,11 @@ def test_installed_artifact_runs_an_example_by_its_fqcn_playbook(tmp_path):
          "-e", "fuzzfile=%s" % (installed / "examples" / "generic-multinode-helper.yml"),
          "-e", "log_dir=%s" % (outside / "logs")],
         cwd=outside, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        timeout=600)
+        timeout=600, check=False)
     assert proc.returncode == 0, proc.stdout
     # fuzz.multinode resolves to the installed artifact only, not the checkout.
     listed = subprocess.run([str(BIN / "ansible-galaxy"), "collection", "list", "fuzz.multinode"],
-                            cwd=outside, env=env, capture_output=True, text=True).stdout
+                            cwd=outside, env=env, capture_output=True, text=True, check=False).stdout
     paths = [line[2:].strip() for line in listed.splitlines() if line.startswith("# ")]
     assert paths == [str(collections / "ansible_collections")], listed
     assert (outside / "logs" / "generic-multinode-helper.log").read_text().splitlines() == [

@@ -97,7 +97,7 @@ def inputs_ok(tmp_path_factory, vault_args):
                   "/tmp/fmn-inputs-kept && printf old > /tmp/fmn-inputs-kept/kept.txt && "
                   "chown -R fuzz /tmp/fmn-inputs-kept" % CWD)
     logs = tmp_path_factory.mktemp("logs")
-    rc, output, _ = run_job("inputs-ok.yml", logs, args=vault_args + ["-vvv"])
+    rc, output, _unused = run_job("inputs-ok.yml", logs, args=vault_args + ["-vvv"])
     log = (logs / "inputs-ok.log").read_text() if (logs / "inputs-ok.log").exists() else ""
     ranks = {}
     args = []
@@ -111,14 +111,14 @@ def inputs_ok(tmp_path_factory, vault_args):
 
 
 def test_inputs_job_runs(inputs_ok):
-    rc, output, ranks, _, _, log = inputs_ok
+    rc, output, ranks, _unused, _unused, log = inputs_ok
     assert rc == 0, output[-5000:]
     assert sorted(ranks) == [0, 1], log
     assert [ranks[r]["host"] for r in (0, 1)] == ["inputs-ok-0", "inputs-ok-1"]
 
 
 def test_secret_reaches_the_env_of_every_rank(inputs_ok):
-    _, _, ranks, _, _, log = inputs_ok
+    _unused, _unused, ranks, _unused, _unused, log = inputs_ok
     assert [ranks[r]["token"] for r in (0, 1)] == [sha256(SECRET)] * 2, log
 
 
@@ -126,7 +126,7 @@ def test_secret_value_is_printed_nowhere(inputs_ok):
     """Not in ansible-playbook -vvv output (which shows the planned spec,
     with the reference), not in any log, not in the spec the job user can
     read; the values file on the node is not readable by the job user."""
-    _, output, ranks, _, logs, log = inputs_ok
+    _unused, output, ranks, _unused, logs, log = inputs_ok
     assert "<fmn-default-node-1> EXEC" in output  # -vvv detail, as asked
     assert "secret://user/fmn-token" in output  # the spec as returned by rank_plan
     assert SECRET_ID not in output
@@ -146,7 +146,7 @@ def test_secret_value_is_left_on_no_node(inputs_ok):
 
 
 def test_job_files_are_on_every_rank_byte_exact_owned_by_the_job_user(inputs_ok):
-    _, _, ranks, _, _, log = inputs_ok
+    _unused, _unused, ranks, _unused, _unused, log = inputs_ok
     for r in (0, 1):
         # data=: the exact bytes; file=/dir=: mode and owner of the file and
         # of the directory created for it.
@@ -162,7 +162,7 @@ def test_job_files_created_are_removed_after_the_job_existing_own_file_kept(inpu
 
 
 def test_cwd_is_honoured_on_head_and_worker(inputs_ok):
-    _, _, ranks, _, _, log = inputs_ok
+    _unused, _unused, ranks, _unused, _unused, log = inputs_ok
     assert [ranks[r]["pwd"] for r in (0, 1)] == [CWD, CWD], log
 
 
@@ -175,7 +175,7 @@ def missing_secret(tmp_path_factory, vault_args):
 
 
 def test_missing_secret_is_refused_naming_job_key_and_reference(missing_secret):
-    rc, output, _ = missing_secret
+    rc, output, _unused = missing_secret
     assert rc != 0, output
     assert ("jobs.inputs-missing-secret.env.FMN_MISSING: secret://user/fmn-missing is not "
             "defined in fuzz_multinode_secrets") in flat(output)
@@ -184,7 +184,7 @@ def test_missing_secret_is_refused_naming_job_key_and_reference(missing_secret):
 
 
 def test_missing_secret_is_refused_before_the_job_reaches_a_node(missing_secret, host):
-    rc, output, _ = missing_secret
+    rc, output, _unused = missing_secret
     assert "Register the job on its nodes" not in output
     held = node_runtime.show_on(host, "inputs-missing-secret")
     assert not held["registered"] and not held["log_dir"], held
@@ -199,7 +199,7 @@ def refused(tmp_path_factory):
                   "printf \"root's own\" > /tmp/fmn-inputs-rootfile && "
                   "chown root:root /tmp/fmn-inputs-rootfile && chmod 666 /tmp/fmn-inputs-rootfile")
     logs = tmp_path_factory.mktemp("logs")
-    rc, output, _ = run_job("inputs-refused.yml", logs)
+    rc, output, _unused = run_job("inputs-refused.yml", logs)
     return rc, output, logs
 
 
@@ -211,7 +211,7 @@ def refusal(rank):
 def test_unwritable_paths_fail_the_job_naming_path_and_reason(refused):
     """/etc is not the job user's to write; root's file is never overwritten,
     though its mode would let the job user write it."""
-    rc, output, _ = refused
+    rc, output, _unused = refused
     assert rc != 0, output
     for rank in (0, 1):
         assert (refusal(rank)
@@ -229,7 +229,7 @@ def failure_message(output):
 
 
 def test_missing_cwd_fails_the_job_naming_cwd_node_and_rank(refused):
-    rc, output, _ = refused
+    rc, output, _unused = refused
     for rank in (0, 1):
         # Each node's refusal is in the job's failure exactly once.
         assert failure_message(output).count(refusal(rank)) == 1, output
@@ -238,7 +238,7 @@ def test_missing_cwd_fails_the_job_naming_cwd_node_and_rank(refused):
 
 
 def test_refused_job_never_starts_and_leaves_the_node_as_it_was(refused, host):
-    _, _, logs = refused
+    _unused, _unused, logs = refused
     assert not (logs / "inputs-refused.log").exists()  # rank 0 never ran: no job log
     assert not host.file("/etc/fmn-inputs-denied.conf").exists
     assert host.file("/tmp/fmn-inputs-rootfile").content_string == "root's own"

@@ -33,7 +33,7 @@ EPHEMERAL = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"])
 PROJECT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
 FUZZFILES = PROJECT / "tests" / "fuzzfiles" / "failure"
-NODES = ["fmn-failure-node-1", "fmn-failure-node-2", "fmn-failure-node-3"]
+NODES = ("fmn-failure-node-1", "fmn-failure-node-2", "fmn-failure-node-3")
 HEAD, WORKER, THIRD = NODES  # rank 0, rank 1, rank 2 of a 3-node job
 NO_PROCESSES = {name: [] for name in NODES}
 
@@ -112,7 +112,7 @@ class StartedJob:
 
 def docker(*args, timeout=60):
     return subprocess.run(["docker", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          text=True, timeout=timeout)
+                          text=True, timeout=timeout, check=False)
 
 
 def job_processes(node):

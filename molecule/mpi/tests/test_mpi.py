@@ -50,7 +50,7 @@ PLAYBOOK_TIMEOUT = 600
 
 def docker(*args, timeout=60):
     return subprocess.run(["docker", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          text=True, timeout=timeout)
+                          text=True, timeout=timeout, check=False)
 
 
 def foreign_processes(node):

@@ -42,6 +42,7 @@ WORKER_SHELL = "/usr/bin/dash"  # a worker runs what it receives with /bin/sh: d
 
 # -- running jobs -----------------------------------------------------------------
 
+
 def run_job(fuzzfile, job, logs):
     """Run run-job.yml the way a user does; returns (rc, output, seconds)."""
     return user_playbook.run_job(FUZZFILES / fuzzfile, logs, job)

@@ -79,7 +79,7 @@ echo
 
 def docker_exec(*argv, **kwargs):
     return subprocess.run(["docker", "exec", *argv], stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, **kwargs)
+                          stderr=subprocess.PIPE, check=kwargs.pop("check", False), **kwargs)
 
 
 @pytest.fixture(scope="module")
@@ -131,7 +131,7 @@ def test_env_values_arrive_intact_on_every_rank(tmp_path, values):
         }},
     }, allow_unicode=False))
     logs = work / "logs"
-    rc, output, _ = user_playbook.run_job(fuzzfile, logs)
+    rc, output, _unused = user_playbook.run_job(fuzzfile, logs)
     assert rc == 0, output
     lines = (logs / (ENV_JOB + ".log")).read_text().splitlines()
     seen = sorted((line.split(" ", 1)[0], json.loads(line.split(" ", 1)[1])) for line in lines)

@@ -78,7 +78,7 @@ print(json.dumps(found))
 
 def docker_exec(*argv, **kwargs):
     return subprocess.run(["docker", "exec", *argv], stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, **kwargs)
+                          stderr=subprocess.PIPE, check=kwargs.pop("check", False), **kwargs)
 
 
 def wrapper_argv(node, rank, env_pid, forward, args, pidfile="/tmp/paths-call.pid"):

@@ -54,7 +54,7 @@ RELEASE = "/tmp/scale-subset.release"  # subset.yml's ranks wait for it
 
 def docker(*args, timeout=60):
     return subprocess.run(["docker", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          text=True, timeout=timeout)
+                          text=True, timeout=timeout, check=False)
 
 
 def on_node(node, script):

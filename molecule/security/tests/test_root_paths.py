@@ -33,7 +33,7 @@ ROOT_RECORD = {"rank": 1, "start": 1.0, "end": 2.0, "status": 7, "lost": "ROOT-O
 
 def docker(*args, timeout=60):
     return subprocess.run(["docker", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          text=True, timeout=timeout)
+                          text=True, timeout=timeout, check=False)
 
 
 def on(node, script, timeout=60):
@@ -91,7 +91,7 @@ for d in /proc/[0-9]*; do
 done"""
     found = {}
     for line in on(node, script).stdout.splitlines():
-        pid, _, env = line.partition(" ")
+        pid, _unused, env = line.partition(" ")
         found[pid] = env.split()
     return found
 

@@ -27,7 +27,7 @@ JOB_USER = "fuzz"
 
 def on(node, script, timeout=60):
     return subprocess.run(["docker", "exec", node, "sh", "-c", script], stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, text=True, timeout=timeout)
+                          stderr=subprocess.PIPE, text=True, timeout=timeout, check=False)
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +52,7 @@ def attack(tmp_path_factory):
             pids = on(node, "ps -e -o user=,pid= | awk '$1 == \"%s\" { print $2 }'" % JOB_USER).stdout.split()
             assert pids, node
             on(node, "echo %s > /tmp/fmn-runs-held-pids; echo %s > /tmp/fmn-runs-held-run" % (" ".join(pids), run))
-        rc, output, _ = user_playbook.run_job(FUZZFILES / "runs-peeper.yml", logs)
+        rc, output, _unused = user_playbook.run_job(FUZZFILES / "runs-peeper.yml", logs)
         seen["peeper"] = {"rc": rc, "output": output, "log": (logs / "runs-peeper.log").read_text()
                           if (logs / "runs-peeper.log").exists() else ""}
         seen["intruded"] = [node for node in NODES if on(node, "test -e /tmp/fmn-runs-intruded").returncode == 0]

@@ -30,7 +30,7 @@ TRACES = {"survivor-hopper": "/tmp/fmn-survivor-hopper",
 
 def docker(*args, timeout=60):
     return subprocess.run(["docker", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          text=True, timeout=timeout)
+                          text=True, timeout=timeout, check=False)
 
 
 def job_user_processes(node):
@@ -70,7 +70,7 @@ def attack(tmp_path_factory):
         # Survivors (the hole reopened) must not spoil the tests after
         # these: a process that forks on is stopped only by a kill of all
         # the job user's processes at once.
-        for _ in range(3):
+        for _unused in range(3):
             docker("exec", node, "su", JOB_USER, "-s", "/bin/sh", "-c", "kill -9 -1")
         for job in runs:
             docker("exec", node, *node_runtime.runtime_argv("cleanup", Path(job).stem), timeout=120)

@@ -75,8 +75,8 @@ def test_a_service_is_given_its_own_endpoint_and_its_log_says_when_it_was_ready(
     web = services.log("web")
     address = node_address(services.hosts("web")[0])
     assert "endpoint http://%s:8471/ path /\n" % address in web, web
-    assert re.search(r"^fuzz.multinode: service web is ready: http-get http://%s:8471/hello.txt: status 200$"
-                     % re.escape(address), web, re.M), web
+    assert re.search(r"^fuzz.multinode: service web is ready: http-get http://%s:8471/hello.txt: status 200; "
+                     r"endpoint web at http://%s:8471/$" % (re.escape(address), re.escape(address)), web, re.M), web
     assert re.search(r"^fuzz.multinode: service pair is ready: tcp-socket ", services.log("pair"), re.M), \
         services.log("pair")
     # Streamed live, as a job's log: the ready line reached the terminal.
@@ -164,7 +164,7 @@ def test_ctrl_c_in_a_parallel_run_cancels_every_running_job_on_every_node(tmp_pa
             playbook.wait()
     output = out_path.read_text()
     assert playbook.returncode != 0, output[-6000:]
-    assert [job for job, _ in started_on(output)] == FAN[:3], output[-6000:]
+    assert [job for job, _unused in started_on(output)] == FAN[:3], output[-6000:]
     assert canceled_table(output) == {"fan-1": "CANCELED", "fan-2": "CANCELED", "fan-3": "CANCELED",
                                       "fan-4": "NOT_RUN"}, output[-6000:]
     assert processes_on_all_nodes() == NO_PROCESSES

@@ -94,11 +94,11 @@ def test_a_fan_out_runs_as_many_jobs_at_once_as_there_are_nodes(fan_out):
     assert fan_out.rc == 0, fan_out.output
     spans = job_spans(fan_out.logs, FAN)
     assert most_at_once([spans[job][:2] for job in FAN]) == 3, spans
-    assert len({run for _, _, run, _ in spans.values()}) == 1, spans
+    assert len({run for _unused, _unused, run, _unused in spans.values()}) == 1, spans
     assert [fan_out.hosts(job) for job in FAN[:3]] == [[node] for node in NODES]
     # Each ran on the node it was given.
     assert {job: spans[job][3] for job in FAN} == {job: fan_out.hosts(job)[0] for job in FAN}, spans
-    last_start, _, _, last_node = spans["fan-4"]
+    last_start, _unused, _unused, last_node = spans["fan-4"]
     before = [job for job in FAN[:3] if spans[job][3] == last_node]
     assert before and spans[before[0]][1] < last_start, spans
 
@@ -128,21 +128,21 @@ def test_task_array_runs_every_task_once_with_its_id_and_host_name(task_array):
     assert task_array.rc == 0, task_array.output
     records = task_records(task_array.logs / "sweep")
     assert sorted(records) == list(range(1, 9))
-    for task_id, (hostname, env_hostname, _, _, _) in records.items():
+    for task_id, (hostname, env_hostname, _unused, _unused, _unused) in records.items():
         assert (hostname, env_hostname) == ("sweep-%d" % task_id,) * 2
 
 
 def test_task_array_runs_at_most_concurrency_tasks_at_once(task_array):
     records = task_records(task_array.logs / "sweep").values()
     # 8 tasks of 2 s, 4 at a time: never more than 4, and they did overlap.
-    assert most_at_once([(start, end) for _, _, _, start, end in records]) == 4
+    assert most_at_once([(start, end) for _unused, _unused, _unused, start, end in records]) == 4
 
 
 def test_task_array_spreads_tasks_over_the_nodes(task_array):
     """4 at a time on 3 nodes: every node runs tasks, none more than 2 at once."""
     records = task_records(task_array.logs / "sweep").values()
     for node in NODES:
-        mine = [(start, end) for _, _, where, start, end in records if where == node]
+        mine = [(start, end) for _unused, _unused, where, start, end in records if where == node]
         assert mine, "no task ran on %s" % node
         assert most_at_once(mine) <= 2, node
 
@@ -234,7 +234,7 @@ def cpu_list(text):
     """The CPUs of a kernel CPU list such as 0-3,6."""
     cpus = []
     for part in text.split(","):
-        low, _, high = part.partition("-")
+        low, _unused, high = part.partition("-")
         cpus += range(int(low), int(high or low) + 1)
     return cpus
 

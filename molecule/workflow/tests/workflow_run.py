@@ -21,7 +21,7 @@ NO_PROCESSES = {name: [] for name in NODES}
 
 def docker(*args):
     return subprocess.run(["docker"] + list(args), stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True, timeout=120)
+                          stderr=subprocess.STDOUT, text=True, timeout=120, check=False)
 
 
 def job_processes(node):
@@ -53,7 +53,7 @@ class WorkflowRun:
         """The jobs in the order the run started them: the workflow runner's
         `[job] started on hosts ...` lines, or (jobs one at a time in the
         play) the job role's task that starts each."""
-        return [job for job, _ in started_on(self.output)] or re.findall(
+        return [job for job, _unused in started_on(self.output)] or re.findall(
             r"^TASK \[fuzz.multinode.job : Run rank 0 on the head and supervise job ([-a-z0-9]+)\]", self.output, re.M)
 
     def hosts(self, job):

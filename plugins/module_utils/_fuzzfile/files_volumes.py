@@ -10,7 +10,9 @@ volume's ``name`` is its key (the vendor's client sets it so): another name
 is ignored with a warning; a v4 volume's ``name`` names a persistent volume.
 
 Each volume has a store, where the nodes keep its files: ``ephemeral`` (one
-per run of the workflow) or ``persistent/NAME`` (lives across runs).
+per run of the workflow), or ``persistent/NAME``, ``user/persistent`` (the
+job user's default persistent volume) or ``account/persistent`` (the
+account's), which live across runs.
 """
 
 from __future__ import annotations
@@ -95,17 +97,46 @@ def _file_source(value: Any, path: str, ctx: _Context) -> Tuple[str, bool]:
 
 EPHEMERAL = "volume://user/ephemeral"
 PERSISTENT = "volume://user/persistent/"
+# The references of v1 that name no volume (spec fuzzfile-reference.md, section
+# 8): the user's and the account's default persistent volume, each a store of
+# its own, and an ephemeral volume given a name, which is the run's like any
+# other ephemeral volume (its directory is named by the volume's key).
+USER_PERSISTENT = "volume://user/persistent"
+ACCOUNT_PERSISTENT = "volume://account/persistent"
+NAMED_EPHEMERAL = "volume://user/ephemeral/"
+DEFAULT_STORES = {USER_PERSISTENT: "user/persistent", ACCOUNT_PERSISTENT: "account/persistent"}
+ACCEPTED_REFERENCES = "%s, %sNAME, %s, %sNAME or %s" % (
+    EPHEMERAL, NAMED_EPHEMERAL, USER_PERSISTENT, PERSISTENT, ACCOUNT_PERSISTENT)
 # A persistent volume's name is a directory's name on every node.
 PERSISTENT_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
+def is_store(store: str) -> bool:
+    """Whether ``store`` is one ``volume_store`` gives: ``ephemeral``,
+    ``user/persistent``, ``account/persistent`` or ``persistent/NAME``."""
+    kind, _unused, name = store.partition("/")
+    return (store == "ephemeral" or store in DEFAULT_STORES.values()
+            or (kind == "persistent" and bool(PERSISTENT_NAME_RE.match(name))))
+
+
+def _checked_name(name: str, path: str, what: str) -> str:
+    if not PERSISTENT_NAME_RE.match(name):
+        raise FuzzfileError(
+            "%s: the %s volume's name must be letters, digits and ._- (starting with a "
+            "letter or digit, at most 128), got %s" % (path, what, _show(name))
+        )
+    return name
+
+
 def volume_store(reference: Optional[str], use: Optional[str], name: Optional[str],
-                 key: str, path: str) -> str:
-    """Where a volume's files live: ``ephemeral`` or ``persistent/NAME``,
-    from its ``reference`` (v1, or v4's ``use`` given as a reference), or
-    v4's storage class ``use`` and ``name``: ``use: ephemeral`` (or neither
-    set) is ephemeral; any other volume is persistent, named by ``name``
-    or else its key."""
+                 key: str, path: str, notes: Optional[List[str]] = None) -> str:
+    """Where a volume's files live: ``ephemeral``, ``user/persistent``,
+    ``account/persistent`` or ``persistent/NAME``, from its ``reference``
+    (v1, or v4's ``use`` given as a reference), or v4's storage class
+    ``use`` and ``name``: ``use: ephemeral`` (or neither set) is ephemeral;
+    any other volume is persistent, named by ``name`` or else its key. The
+    name of a ``volume://user/ephemeral/NAME`` is checked and noted in
+    ``notes``: the run's ephemeral volume is named by its key."""
     if reference is None and use is not None and use.startswith(VOLUME_PREFIX):
         reference, path = use, _join(path, "use")
     elif reference is not None:
@@ -116,19 +147,20 @@ def volume_store(reference: Optional[str], use: Optional[str], name: Optional[st
         persistent, name_path = name or key, _join(path, "name") if name else path
     elif reference == EPHEMERAL:
         return "ephemeral"
-    elif reference.startswith(PERSISTENT):
+    elif reference in DEFAULT_STORES:
+        return DEFAULT_STORES[reference]
+    elif reference.startswith(NAMED_EPHEMERAL) and reference != NAMED_EPHEMERAL:
+        ephemeral = _checked_name(reference[len(NAMED_EPHEMERAL):], path, "ephemeral")
+        if notes is not None:
+            notes.append("%s: %s" % (path, NOTE["ephemeral_name"] % (_show(ephemeral), _show(key))))
+        return "ephemeral"
+    elif reference.startswith(PERSISTENT) and reference != PERSISTENT:
         persistent, name_path = reference[len(PERSISTENT):], path
     else:
         raise FuzzfileError(
-            "%s: %s is not a volume this collection keeps (%s or %sNAME)"
-            % (path, _show(reference), EPHEMERAL, PERSISTENT)
+            "%s: %s is not a volume this collection keeps (%s)" % (path, _show(reference), ACCEPTED_REFERENCES)
         )
-    if not PERSISTENT_NAME_RE.match(persistent):
-        raise FuzzfileError(
-            "%s: the persistent volume's name must be letters, digits and ._- (starting with a "
-            "letter or digit, at most 128), got %s" % (name_path, _show(persistent))
-        )
-    return "persistent/" + persistent
+    return "persistent/" + _checked_name(persistent, name_path, "persistent")
 
 
 def _parse_volumes(value: Any, ctx: _Context, notes: List[str]) -> Dict[str, Volume]:
@@ -152,8 +184,7 @@ def _parse_volumes(value: Any, ctx: _Context, notes: List[str]) -> Dict[str, Vol
                 )
         elif ctx.version == "v1":
             raise FuzzfileError(
-                "%s: required (volume://user/ephemeral or volume://user/persistent/NAME)"
-                % _join(path, "reference")
+                "%s: required (%s)" % (_join(path, "reference"), ACCEPTED_REFERENCES)
             )
         for key in ("use", "name"):
             if volume.get(key) is not None:
@@ -177,7 +208,7 @@ def _parse_volumes(value: Any, ctx: _Context, notes: List[str]) -> Dict[str, Vol
             volume.get("name") if ctx.version != "v1" else None,
             name,
             path,
+            notes,
         )
         volumes[name] = Volume(store, transfers["ingress"], transfers["egress"])
     return volumes
-

@@ -55,7 +55,7 @@ def dependency_order(
     order: List[str] = []
     level: Dict[str, int] = {}
     while ready:
-        _, name = heapq.heappop(ready)
+        _unused, name = heapq.heappop(ready)
         order.append(name)
         level[name] = max((level[dep] + 1 for dep in graph[name]), default=0)
         for dependant in dependants[name]:
@@ -66,7 +66,7 @@ def dependency_order(
         raise FuzzfileError(
             "%s: dependency cycle: %s" % (path, " -> ".join(_find_cycle(graph, level, position)))
         )
-    waves: List[List[str]] = [[] for _ in range(max(level.values(), default=-1) + 1)]
+    waves: List[List[str]] = [[] for _unused in range(max(level.values(), default=-1) + 1)]
     for name in graph:
         waves[level[name]].append(name)
     return order, waves

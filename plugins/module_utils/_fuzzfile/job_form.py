@@ -20,7 +20,7 @@ from functools import partial
 from typing import Any, Callable, Dict, List, Mapping, Sequence, Tuple
 
 from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.errors import FuzzfileError
-from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.files_volumes import PERSISTENT_NAME_RE
+from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.files_volumes import is_store
 from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.graph import (
     _check_dependencies,
     _graph,
@@ -178,14 +178,14 @@ def _one_source_per_file(values: Mapping[str, Any], path: str) -> None:
             )
 
 
+STORES_MESSAGE = "must be ephemeral, user/persistent, account/persistent or persistent/NAME"
+
+
 def _volume_stores(value: Any, path: str) -> Dict[str, str]:
     stores = _string_map(value, path)
     for name, store in stores.items():
-        kind, _, persistent = store.partition("/")
-        if not (store == "ephemeral" or (kind == "persistent" and PERSISTENT_NAME_RE.match(persistent))):
-            raise FuzzfileError(
-                "%s: must be ephemeral or persistent/NAME, got %s" % (_join(path, name), _show(store))
-            )
+        if not is_store(store):
+            raise FuzzfileError("%s: %s, got %s" % (_join(path, name), STORES_MESSAGE, _show(store)))
     return stores
 
 
@@ -216,8 +216,7 @@ def _volumes_form(value: Any, path: str, files: Mapping[str, str]) -> Dict[str, 
         _check_keys(raw, item_path, ("store",) + DIRECTIONS)
         store = raw.get("store")
         if not isinstance(name, str) or not isinstance(store, str):
-            raise FuzzfileError("%s.store: must be ephemeral or persistent/NAME, got %s"
-                                % (item_path, _show(store)))
+            raise FuzzfileError("%s.store: %s, got %s" % (item_path, STORES_MESSAGE, _show(store)))
         _volume_stores({name: store}, path)
         transfers = {
             direction: [_transfer_form(item, "%s.%s[%d]" % (item_path, direction, index), direction, files)

@@ -67,8 +67,10 @@ SERVICE_NETWORK_KEYS = NETWORK_KEYS + ("ports", "endpoints", "host")
 SERVICE_PORT_KEYS = ("name", "port", "protocol")
 SERVICE_PORT_PROTOCOLS = ("TCP", "UDP")
 # network.endpoints[]: our reading of the vendor's form (docs/design.md, "The
-# Fuzzfile model"); `type` is Fuzzball's ingress kind, accepted and ignored.
-ENDPOINT_KEYS = ("name", "port-name", "port", "protocol", "path", "type")
+# Fuzzfile model"); `type` is Fuzzball's ingress kind, accepted and ignored;
+# `scope` (user, public, group, a templated value) who may reach it: kept
+# and shown, not enforced.
+ENDPOINT_KEYS = ("name", "port-name", "port", "protocol", "path", "type", "scope")
 ENDPOINT_PROTOCOLS = ("http", "https", "tcp", "udp", "grpc")
 ENDPOINT_NAME_RE = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?\Z")
 ENDPOINT_NAME_MAX = 63  # one DNS label
@@ -113,11 +115,15 @@ NOTE = {
     "with host: true; ignored",
     "endpoint.type": "ingress kinds are not supported (there is no ingress: an endpoint is "
     "reached at its service's rank 0 address); ignored",
+    "endpoint.scope": "not enforced (there is no ingress): the endpoint is reached at its "
+    "service's rank 0 node address and port by anyone who can reach that node; the scope is "
+    "recorded and shown with the endpoint's URL",
     "annotations": "workflow annotations are not supported yet; ignored",
     "storage_class": "storage classes are not supported yet: the volume is kept under "
     "fuzz_multinode_volume_root like every other",
+    # formatted with the name and the volume's key
+    "ephemeral_name": "the ephemeral volume's name %s is noted only: the volume is the run's, "
+    "its directory named by its key %s, as for volume://user/ephemeral",
     "service.policy": "a service has no policy in Fuzzball (its API drops it); validated as a "
     "job's and ignored",
 }
-
-

@@ -60,15 +60,19 @@ class Port(NamedTuple):
 class Endpoint(NamedTuple):
     """One ``network.endpoints`` entry of a service, resolved: the jobs
     reach it at ``<protocol>://<rank 0's address>:<port><path>``
-    (``FB_ENDPOINT_URL_<NAME>``, module_utils/service_endpoints.py)."""
+    (``FB_ENDPOINT_URL_<NAME>``, module_utils/service_endpoints.py).
+    ``scope`` is the Fuzzfile's (who Fuzzball lets reach it; None: none
+    given): kept and shown with the URL, not enforced here."""
 
     name: str
     port: int
     protocol: str = "http"
     path: str = "/"
+    scope: Optional[str] = None
 
     def to_dict(self) -> Dict[str, Any]:
-        return {"name": self.name, "port": self.port, "protocol": self.protocol, "path": self.path}
+        return {"name": self.name, "port": self.port, "protocol": self.protocol, "path": self.path,
+                "scope": self.scope}
 
 
 class Transfer(NamedTuple):
@@ -364,5 +368,3 @@ def _task_array(start: Any, end: Any, concurrency: Any, path: str) -> TaskArray:
             concurrency, _join(path, "concurrency"), TASK_ARRAY_MAX_CONCURRENCY
         )
     return TaskArray(start, end, concurrency)
-
-

@@ -171,7 +171,9 @@ def _parse_endpoints(
     docs/design.md): ``name``, the port as ``port-name`` (a ``ports[].name``)
     or ``port``, else the service's only port; ``protocol`` (any case,
     ``http`` when not given), ``path`` (``/`` when not given), ``type``
-    (Fuzzball's ingress kind: noted and ignored)."""
+    (Fuzzball's ingress kind: noted and ignored), ``scope`` (any non-empty
+    string, e.g. ``user``, ``public`` or a templated value: kept, noted as
+    not enforced)."""
     endpoints: List[Endpoint] = []
     for index, item in enumerate(_list(value, path)):
         item_path = "%s[%d]" % (path, index)
@@ -202,27 +204,34 @@ def _parse_endpoints(
         if data.get("type") is not None:
             _string(data["type"], _join(item_path, "type"))
             notes.append("%s: %s" % (_join(item_path, "type"), NOTE["endpoint.type"]))
-        endpoints.append(Endpoint(name, port, protocol, endpoint_path))
+        scope = None
+        if data.get("scope") is not None:
+            scope = _string(data["scope"], _join(item_path, "scope"), nonempty=True)
+            notes.append("%s: %s" % (_join(item_path, "scope"), NOTE["endpoint.scope"]))
+        endpoints.append(Endpoint(name, port, protocol, endpoint_path, scope))
     _check_endpoint_names(endpoints, path)
     return endpoints
 
 
 def load_endpoints(value: Any, path: str) -> List[Endpoint]:
     """Endpoints in their JSON form (``Endpoint.to_dict``): every key
-    given, each checked as in the Fuzzfile; names unique."""
+    given but ``scope`` (null or absent: none), each checked as in the
+    Fuzzfile; names unique."""
     endpoints: List[Endpoint] = []
     for index, item in enumerate(_list(value, path)):
         item_path = "%s[%d]" % (path, index)
         data = _mapping(item, item_path, "a mapping with name, port, protocol and path")
         _check_keys(data, item_path, Endpoint._fields)
         for key in Endpoint._fields:
-            if data.get(key) is None:
+            if data.get(key) is None and key != "scope":
                 raise FuzzfileError("%s: required" % _join(item_path, key))
+        scope = data.get("scope")
         endpoints.append(Endpoint(
             _endpoint_name(data["name"], _join(item_path, "name")),
             _port(data["port"], _join(item_path, "port")),
             _endpoint_protocol(data["protocol"], _join(item_path, "protocol")),
             _endpoint_path(data["path"], _join(item_path, "path")),
+            None if scope is None else _string(scope, _join(item_path, "scope"), nonempty=True),
         ))
     _check_endpoint_names(endpoints, path)
     return endpoints
@@ -324,5 +333,5 @@ def _resolve_probe_port(
         if isinstance(action, dict) and isinstance(action.get("port"), str):
             port_path = _join(_join(path, handler), "port")
             return dict(probe, **{handler: dict(action, port=_named_port(action["port"], ports, port_path,
-                                                                             ports_path))})
+                                                                         ports_path))})
     return probe

@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from typing import Any, Dict, Iterable, List, Mapping, Optional
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
 from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.errors import FuzzfileError
 from ansible_collections.fuzz.multinode.plugins.module_utils._fuzzfile.keys import (
@@ -263,39 +263,67 @@ def check_registry_secret(job: Job, registry_names: Iterable[Any]) -> None:
 _ARGUMENT_REFERENCE = re.compile(r"\$(?:([A-Za-z_][A-Za-z0-9_]*)|\{([A-Za-z_][A-Za-z0-9_]*)\})")
 
 
-def check_secret_arguments(job: Job) -> None:
-    """Raise FuzzfileError naming the first argument (``command`` or
-    ``args``) that expands a ``secret://`` env value: every user of a node
-    can read a process's command line (``ps``), so a secret never goes into
-    one; the job reads it from its environment."""
+# fuzz_multinode_secret_arguments: whether an argument may expand a
+# secret:// env value (allow: with a warning) or not (refuse).
+SECRET_ARGUMENTS = ("allow", "refuse")
+
+
+def secret_arguments(job: Job) -> List[Tuple[str, List[str]]]:
+    """``[(field, [env keys])]`` of each ``command`` or ``args`` entry that
+    expands ``secret://`` env values (``command[2]``, ``args[0]``)."""
     secret_keys = set(job.secret_env)
     if not secret_keys:
-        return
+        return []
     fields = [("command[%d]" % i, word) for i, word in enumerate(job.command or [])]
     fields += [("args[%d]" % i, word) for i, word in enumerate(job.args)]
+    found = []
     for field, word in fields:
-        if any((found.group(1) or found.group(2)) in secret_keys for found in _ARGUMENT_REFERENCE.finditer(word)):
+        keys = [key for key in (m.group(1) or m.group(2) for m in _ARGUMENT_REFERENCE.finditer(word))
+                if key in secret_keys]
+        if keys:
+            found.append((field, sorted(set(keys), key=keys.index)))
+    return found
+
+
+def check_secret_arguments(job: Job, policy: str = "allow") -> List[str]:
+    """A warning for each argument that expands a ``secret://`` env value
+    (``secret_arguments``): runs live in PID namespaces of their own, so
+    other jobs cannot see a rank's command line, but users logged in on the
+    node's host can (``ps``). With ``policy`` ``refuse``
+    (fuzz_multinode_secret_arguments) FuzzfileError names the first one."""
+    if policy not in SECRET_ARGUMENTS:
+        raise FuzzfileError("secret_arguments (fuzz_multinode_secret_arguments): must be allow or refuse, "
+                            "got %s" % _show(policy))
+    warnings = []
+    for field, keys in secret_arguments(job):
+        if policy == "refuse":
             raise FuzzfileError(
                 "%s.%s: expands a secret:// env value, and every user of a node can read a "
-                "process's command line (ps); read the secret from the job's environment instead"
-                % (job.field_path, field))
+                "process's command line (ps); read the secret from the job's environment instead "
+                "(fuzz_multinode_secret_arguments: refuse)" % (job.field_path, field))
+        warnings.append(
+            "%s.%s: expands the secret:// env value %s: users logged in on the job's nodes can read "
+            "it in the rank's command line (ps); other jobs cannot" % (job.field_path, field, ", ".join(keys)))
+    return warnings
 
 
 def admit(
     job: Job,
     secret_names: Optional[Iterable[Any]] = None,
     registry_secret_names: Optional[Iterable[Any]] = None,
+    secret_arguments_policy: str = "allow",
 ) -> Job:
     """The run policy's gate, applied once to each job of a run: raise
     FuzzfileError unless its host names fit and it can run here
     (``check_rank_names``, ``require_runnable``), no argument expands a
-    secret (``check_secret_arguments``), when ``secret_names`` is given,
+    secret when ``secret_arguments_policy`` is ``refuse``
+    (``check_secret_arguments``; its warnings are the caller's to show), when ``secret_names`` is given,
     every secret it references is among them (``check_secrets``) and, when
     ``registry_secret_names`` is given, its ``image.secret`` is among those
     (``check_registry_secret``)."""
     check_rank_names(job)
     require_runnable(job)
-    check_secret_arguments(job)
+    check_secret_arguments(job, secret_arguments_policy)
     if secret_names is not None:
         check_secrets(job, secret_names)
     if registry_secret_names is not None:

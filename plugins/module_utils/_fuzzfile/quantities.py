@@ -125,7 +125,8 @@ def parse_go_duration(value: Any, path: str = "duration") -> int:
     position = 0
     while position < len(text):
         match = _DURATION_PART_RE.match(text, position)
-        assert match is not None  # the pattern matches the empty string
+        if match is None:  # cannot happen: the pattern matches the empty string
+            raise bad("unreadable at %r" % text[position:][:20])
         whole, fraction, unit = match.group(1), match.group(2), match.group(3)
         if not whole and not fraction:
             raise bad("expected a number at %r" % text[position:][:20])

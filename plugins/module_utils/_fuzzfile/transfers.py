@@ -16,8 +16,10 @@ The ends a transfer may have:
   ``file://PATH``, a file on the controller under its egress directory
   (``fuzz_multinode_egress_dir``).
 
-A PATH is relative, without ``..``, and names a file (no trailing ``/``):
-it can never leave its volume or the egress directory. The ``secret`` of
+A PATH is relative, or written from the root of the volume (or of the
+egress directory) with a leading ``/`` (``file:///ref.fa``, as the vendor's
+files write it), without ``..``, and names a file (no trailing ``/``): it
+can never leave its volume or the egress directory. The ``secret`` of
 the remote end (``secret://NAME``) names its credentials in
 ``fuzz_multinode_secrets``: for ``s3://`` a mapping of ``access_key_id``
 and ``secret_access_key`` (``S3_CREDENTIAL_KEYS`` more may be given), for
@@ -68,13 +70,17 @@ _ENDS = {
 
 def relative_path(uri: str, path: str, inside: str = "the volume") -> str:
     """The PATH of ``file://PATH`` inside a volume (or, ``inside``, the
-    controller's egress directory), normalized; FuzzfileError naming
-    ``path`` when it is absolute, climbs out with ``..``, or names no
-    file."""
+    controller's egress directory), normalized to a relative path: a
+    leading ``/`` is the root of the volume (``file:///ref.fa`` is
+    ``ref.fa``, as the vendor's files write it). FuzzfileError naming
+    ``path`` when it climbs out with ``..`` or names no file."""
     text = uri[len(FILE_PREFIX):]
-    where = "a path inside %s, relative and without '..'" % inside
+    where = ("a path inside %s (file://dir/name, or file:///dir/name from its root), without '..'"
+             % inside)
     if text.startswith("/"):
-        raise FuzzfileError("%s: %s is absolute; it must be %s (file://dir/name)" % (path, _show(uri), where))
+        text = text[1:]
+        if text.startswith("/"):
+            raise FuzzfileError("%s: %s starts with '//'; it must be %s" % (path, _show(uri), where))
     if ".." in text.split("/"):
         raise FuzzfileError("%s: %s escapes %s with '..'; it must be %s" % (path, _show(uri), inside, where))
     normal = posixpath.normpath(text) if text else ""
@@ -87,7 +93,7 @@ def relative_path(uri: str, path: str, inside: str = "the volume") -> str:
 def s3_location(uri: str, path: str) -> Tuple[str, str]:
     """(bucket, key) of ``s3://BUCKET/KEY``; FuzzfileError naming ``path``
     when either is missing or the key names a prefix (a "directory")."""
-    bucket, _, key = uri[len(S3_PREFIX):].partition("/")
+    bucket, _unused, key = uri[len(S3_PREFIX):].partition("/")
     if not bucket or not key or key.endswith("/"):
         raise FuzzfileError("%s: %s must name an object, s3://BUCKET/KEY (a key not ending in '/')"
                             % (path, _show(uri)))
@@ -304,4 +310,3 @@ def check_transfer_secrets(plan: Sequence[Mapping[str, Any]], secret_names: Opti
                         "%s: its value in fuzz_multinode_secrets is not HTTP credentials: it must be a "
                         "mapping of username and password (basic authentication), both non-empty strings, "
                         "the user name without ':'" % field)
-

@@ -293,7 +293,6 @@ def _ports(value: Any, path: str) -> List[int]:
     return [_port(item, "%s[%d]" % (path, index)) for index, item in enumerate(items)]
 
 
-
 def _argument(value: Any, path: str) -> str:
     """One word of an argv (``command``, ``args``, a probe's
     ``exec.command``): a string, or a bare number taken as written in the

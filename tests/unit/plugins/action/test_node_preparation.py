@@ -14,7 +14,7 @@ from ansible_collections.fuzz.multinode.plugins.action import node_programs, nod
 
 def run_here(command, sudoable=True, in_data=None):
     """The host's connection: this machine."""
-    done = subprocess.run(["/bin/sh", "-c", command], input=in_data, capture_output=True)
+    done = subprocess.run(["/bin/sh", "-c", command], input=in_data, capture_output=True, check=False)
     return {"rc": done.returncode, "stdout": done.stdout.decode(), "stderr": done.stderr.decode()}
 
 
@@ -70,11 +70,11 @@ def test_installs_the_runtime_and_programs_owned_by_root_and_compiles_the_runtim
     # The node's own bytecode, not the controller's.
     compiled = list((runtime / "pkg" / "__pycache__").glob("main.*.pyc"))
     assert compiled and compiled[0].read_bytes() != b"controller bytecode"
-    assert subprocess.run(["python3", "-I", str(runtime)], capture_output=True).returncode == 0
+    assert subprocess.run(["python3", "-I", str(runtime)], capture_output=True, check=False).returncode == 0
 
 
 def test_a_second_install_changes_nothing(node):
-    _, runtime, _, args = node
+    _unused, runtime, _unused, args = node
     install(args)
     before = {path: os.stat(path).st_ino for path in runtime.rglob("*")}
     result = install(args)
@@ -102,21 +102,21 @@ def test_replaces_what_differs_and_removes_what_an_older_install_left(node):
 
 
 def test_check_mode_says_what_would_change_and_writes_nothing(node):
-    _, runtime, wrapper, args = node
+    _unused, runtime, wrapper, args = node
     result = install(args, check_mode=True)
     assert result["changed"] and str(wrapper) in result["installed"], result
     assert not runtime.exists() and not wrapper.exists()
 
 
 def test_a_program_missing_on_the_controller_is_named(node):
-    _, _, _, args = node
+    _unused, _unused, _unused, args = node
     args["programs"].append(dict(src="/nonexistent/helper", dest="/tmp/never"))
     with pytest.raises(AnsibleError, match="/nonexistent/helper"):
         install(args)
 
 
 def test_a_node_that_cannot_install_says_why(node, monkeypatch):
-    _, _, _, args = node
+    _unused, _unused, _unused, args = node
     monkeypatch.setattr(node_programs, "RUNTIME_PATH", "/proc/not-writable/runtime")
     result = install(args)
     assert result["failed"] and "cannot install the node programs" in result["msg"], result

@@ -78,11 +78,11 @@ def worker_signals():
 
 
 @pytest.mark.parametrize("said", [answer(job="hello", node="node-1", run="r1"),
-                                    (1, "", "multinode-runtime: node-1: cwd /work does not exist\n")],
+                                  (1, "", "multinode-runtime: node-1: cwd /work does not exist\n")],
                          ids=["registered", "refused"])
 @pytest.mark.parametrize("ends_run", [True, False], ids=["run-ends", "runner-member"])
 def test_ctrl_c_while_the_node_registers_the_job_unregisters_it_there_then_ends_the_worker(worker_signals, said,
-                                                                                            ends_run):
+                                                                                           ends_run):
     """Ctrl-C while the node registers the job (it pulls the image then):
     the registration is not cut off (the node would finish it all the
     same, and no play undoes it); once the node has answered, the job of
@@ -97,7 +97,7 @@ def test_ctrl_c_while_the_node_registers_the_job_unregisters_it_there_then_ends_
     host = Host(interrupted, answer(changed=False, job="hello", killed=0))
     action(NodeJob, dict(job="hello", run="r1", spec=dict(SPEC, kill_grace=3), interrupt_ends_run=ends_run),
            host).run(task_vars={"inventory_hostname": "node-1"})
-    (prepare, _), (cleanup, stdin) = host.commands
+    (prepare, _unused), (cleanup, stdin) = host.commands
     assert prepare.endswith(" prepare --node node-1")
     assert cleanup.endswith(" cleanup hello --run r1" + (" --run-volumes" if ends_run else "")) and stdin is None
     assert worker_signals[:1] == [signal.SIGINT]
@@ -117,7 +117,7 @@ def test_ctrl_c_while_the_node_tears_the_job_down_lets_it_finish_then_ends_the_w
     host = Host(interrupted)
     result = action(NodeJob, dict(job="hello", run="r1", state="absent"), host).run(
         task_vars={"inventory_hostname": "node-1"})
-    (cleanup, _), = host.commands
+    (cleanup, _unused), = host.commands
     assert cleanup.endswith(" cleanup hello --run r1 --logs")
     assert result["changed"] and worker_signals[:1] == [signal.SIGINT]
 
@@ -134,7 +134,7 @@ def test_the_playbook_killed_while_the_node_registers_the_job_unregisters_it_the
     host = Host(answer(job="hello", node="node-1", run="r1"), answer(changed=False, job="hello", killed=0))
     result = action(NodeJob, dict(job="hello", run="r1", spec=SPEC), host).run(
         task_vars={"inventory_hostname": "node-1"})
-    (prepare, _), (cleanup, _) = host.commands
+    (prepare, _unused), (cleanup, _unused) = host.commands
     assert prepare.endswith(" prepare --node node-1") and cleanup.endswith(" cleanup hello --run r1 --run-volumes")
     assert result["failed"] and result["msg"] == "job hello unregistered on node-1: the playbook process ended"
     # The worker's handlers are as they were (not ignored: its children would inherit that).
@@ -174,7 +174,7 @@ def test_launch_job_streams_the_log_a_short_jobs_start_brings_and_returns_its_re
                        started=True, pid=7, kill_grace=10))
     result = action(LaunchJob, dict(job="hello", run="r1", log_file=str(tmp_path / "hello.log")), host).run(
         task_vars={})
-    (command, _), = host.commands
+    (command, _unused), = host.commands
     assert " start hello --run r1 --controller-timeout 60 --wait 1.0 --log-offset 0" in command
     assert (tmp_path / "hello.log").read_bytes() == b"hello\n"
     assert result["status"] == "FINISHED" and result["log_complete"] is True
@@ -183,7 +183,7 @@ def test_launch_job_streams_the_log_a_short_jobs_start_brings_and_returns_its_re
 
 @pytest.mark.parametrize("ends_run", [True, False], ids=["run-ends", "runner-member"])
 def test_ctrl_c_while_the_job_runs_cancels_it_and_cleans_up_everywhere_from_the_head(worker_signals, tmp_path,
-                                                                                      ends_run):
+                                                                                     ends_run):
     """Ctrl-C while the job runs: the head is asked to cancel it, polled
     until its teardown ended, then to clean up on every node of the job
     (no play comes to); both say when the run ends with the job, so that
@@ -198,7 +198,7 @@ def test_ctrl_c_while_the_job_runs_cancels_it_and_cleans_up_everywhere_from_the_
                                     interrupt_ends_run=ends_run), host).run(task_vars={})
     # Each as "SUBCOMMAND ARGUMENTS", the runtime's path and the job's name left out.
     commands = [head.split()[-1] + " " + rest for head, rest in
-                (command.split(" hello ", 1) for command, _ in host.commands)]
+                (command.split(" hello ", 1) for command, _unused in host.commands)]
     run_volumes = " --run-volumes" if ends_run else ""
     assert commands[1] == "cancel --run r1%s 'the controller: the playbook was interrupted (SIGINT)'" % run_volumes
     assert commands[2].startswith("status --run r1 "), commands

@@ -40,7 +40,7 @@ class Node:
         return {"rc": done.returncode, "stdout": done.stdout.decode(), "stderr": done.stderr.decode()}
 
     def subcommands(self):
-        return [command.split()[3] for command, _ in self.commands]
+        return [command.split()[3] for command, _unused in self.commands]
 
 
 def run(args, node, host="node1"):
@@ -80,11 +80,11 @@ def test_ingress_is_done_where_a_job_mounts_the_volume_and_egress_on_the_first_h
                  volume("b", 3, ingress=[item("volumes.b.ingress[0]", "file://x", "file://x"),
                                          item("volumes.b.ingress[1]", "file://y", "file://y")])]
     hosts = ["n1", "n2", "n3", "n4"]
-    fields = {host: [i["field"] for _, i in items_here(transfers, "ingress", hosts, host)[0]] for host in hosts}
+    fields = {host: [i["field"] for _unused, i in items_here(transfers, "ingress", hosts, host)[0]] for host in hosts}
     assert fields == {"n1": ["volumes.a.ingress[0]", "volumes.b.ingress[0]", "volumes.b.ingress[1]"],
                       "n2": ["volumes.b.ingress[0]", "volumes.b.ingress[1]"],
                       "n3": ["volumes.b.ingress[0]", "volumes.b.ingress[1]"], "n4": []}
-    assert [i["field"] for _, i in items_here(transfers, "egress", hosts, "n1")[0]] == ["volumes.a.egress[0]"]
+    assert [i["field"] for _unused, i in items_here(transfers, "egress", hosts, "n1")[0]] == ["volumes.a.egress[0]"]
     assert items_here(transfers, "egress", hosts, "n2") == ([], False, [])
     assert items_here(transfers, "ingress", hosts, "elsewhere") == ([], False, [])
 
@@ -161,7 +161,7 @@ def test_a_file_egress_destination_comes_home_a_piece_at_a_time_whole_or_not_at_
     assert (tmp_path / "egress" / "results" / "result.bin").read_bytes() == data
     assert sorted(os.listdir(tmp_path / "egress" / "results")) == ["result.bin"]
     assert node.subcommands() == ["volume-read"] * 5  # one for the missing file, four pieces of 32 bytes
-    assert [stdin["offset"] for _, stdin in node.commands[1:]] == [0, 32, 64, 96]
+    assert [stdin["offset"] for _unused, stdin in node.commands[1:]] == [0, 32, 64, 96]
 
 
 def test_a_file_that_changes_while_it_is_fetched_is_not_kept(tmp_path, monkeypatch):
@@ -184,7 +184,7 @@ def test_a_file_that_changes_while_it_is_fetched_is_not_kept(tmp_path, monkeypat
     assert os.listdir(destination.parent) == ["result.bin"] and destination.read_bytes() == b"the last run's\n"
 
 
-@pytest.mark.parametrize("destination", ["file://../escape", "file:///etc/cron.d/x"])
+@pytest.mark.parametrize("destination", ["file://../escape", "file:///../etc/cron.d/x"])
 def test_a_file_egress_destination_out_of_the_egress_directory_is_refused(tmp_path, destination):
     volume_dir(tmp_path).mkdir(parents=True)
     (volume_dir(tmp_path) / "r").write_text("r")
@@ -193,5 +193,22 @@ def test_a_file_egress_destination_out_of_the_egress_directory_is_refused(tmp_pa
         item("volumes.data.egress[0]", "file://r", destination)])]), node)
     failure, = result["failures"]
     assert failure.startswith("volumes.data.egress[0].destination: %r " % destination)
-    assert "it must be a path inside the controller's egress directory, relative and without '..'" in failure
+    assert ("it must be a path inside the controller's egress directory (file://dir/name, or file:///dir/name "
+            "from its root), without '..'") in failure
     assert node.commands == [] and not (tmp_path / "egress").exists()
+
+
+def test_paths_from_the_roots_and_the_users_persistent_volume_in_and_out(tmp_path):
+    """file:///PATH from the volume's root (ingress destination, egress
+    source) and from the egress directory's root (egress destination), in
+    the store of volume://user/persistent: ROOT/user/persistent."""
+    home = dict(volume("home"), store="user/persistent")
+    ingress = run(args(tmp_path, "ingress", [dict(home, ingress=[
+        item("volumes.home.ingress[0]", "file://conf", "file:///etc/app.conf")])]), Node())
+    assert ingress["failures"] == [], ingress
+    inside = tmp_path / "volumes" / "user" / "persistent" / "etc" / "app.conf"
+    assert inside.read_text() == "a = 1\n"
+    egress = run(args(tmp_path, "egress", [dict(home, egress=[
+        item("volumes.home.egress[0]", "file:///etc/app.conf", "file:///app.conf")])]), Node())
+    assert egress["failures"] == [], egress
+    assert (tmp_path / "egress" / "app.conf").read_text() == "a = 1\n"

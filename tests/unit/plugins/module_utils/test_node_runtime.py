@@ -80,7 +80,6 @@ def test_run_here_runs_the_subcommand_with_stdin_and_reads_its_answer(tmp_path):
         run_here(["status", "x"], runtime=str(runtime))
 
 
-
 # -- node_job --------------------------------------------------------------
 
 def test_registering_sends_the_spec_on_stdin_naming_the_node():
