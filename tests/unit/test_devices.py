@@ -97,7 +97,7 @@ def test_a_device_in_var_run_cdi_replaces_the_one_of_its_name_in_etc_cdi(gpus):
     (run / "override.json").write_text(json.dumps({
         "cdiVersion": "0.5.0", "kind": "nvidia.com/gpu",
         "devices": [{"name": "2", "containerEdits": {"deviceNodes": [{"path": "/dev/other"}]}}]}))
-    found, _ = devices.read_node_devices()
+    found, _unused = devices.read_node_devices()
     assert [(d.name, d.nodes) for d in found["nvidia.com/gpu"]][2] == ("2", ["/dev/other"])
 
 
@@ -121,7 +121,7 @@ def test_a_bad_specification_refuses_a_job_that_asks_for_devices_naming_the_file
         gpus, runtime_state, name, text, says):
     if name.endswith(".yaml"):
         pytest.importorskip("yaml")
-    (etc, _), _ = gpus
+    (etc, _unused), _unused = gpus
     (etc / name).write_text(text)
     with pytest.raises(RuntimeFailure) as failure:
         prepare(spec_data())
@@ -132,7 +132,7 @@ def test_a_bad_specification_refuses_a_job_that_asks_for_devices_naming_the_file
 
 
 def test_a_yaml_specification_on_a_node_without_pyyaml_says_what_to_do(gpus, monkeypatch):
-    (etc, _), _ = gpus
+    (etc, _unused), _unused = gpus
     (etc / "nvidia.yaml").write_text("cdiVersion: 0.5.0\n")
     monkeypatch.setitem(sys.modules, "yaml", None)  # import yaml: ImportError
     with pytest.raises(RuntimeFailure) as failure:
@@ -146,7 +146,7 @@ def test_a_yaml_specification_on_a_node_without_pyyaml_says_what_to_do(gpus, mon
 # -- allocation -------------------------------------------------------------------
 
 def test_each_rank_on_a_node_gets_devices_of_its_own_and_its_environment_names_them(gpus, runtime_state):
-    (_, _), nodes = gpus
+    (_unused, _unused), nodes = gpus
     data = spec_data(ranks=(("node-1", 0), ("node-1", 1), ("node-1", 2)), local=True)
     prepare(data)
     assert held("ja") == [["0"], ["1"], ["2"]]
@@ -255,7 +255,7 @@ def test_the_jobs_container_is_started_with_its_devices_on_that_node(gpus, runti
 
 def test_on_the_bare_host_a_run_sees_its_own_devices_and_the_nodes_others_read_as_empty_files(
         gpus, runtime_state):
-    (_, _), nodes = gpus
+    (_unused, _unused), nodes = gpus
     prepare(spec_data("ja", gpus_each=1))
     prepare(spec_data("jb", gpus_each=1))
     prepare(spec_data("jn", gpus_each=1, resources={}))  # asks for none: sees none

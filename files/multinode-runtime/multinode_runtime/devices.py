@@ -163,7 +163,7 @@ def parse_spec(data, path):
         nodes, env = _edits(entry.get("containerEdits"), path, where + ".containerEdits")
         if name != "all":
             devices.append(Device(kind, [name], nodes, env))
-    _, common = _edits(data.get("containerEdits"), path, "containerEdits")
+    _unused, common = _edits(data.get("containerEdits"), path, "containerEdits")
     return kind, devices, common
 
 
@@ -193,7 +193,7 @@ def read_node_devices(dirs=None, strict=True):
             for device in devices:
                 by_name[(kind, device.name)] = device
     merged = {}
-    for (kind, _), device in by_name.items():
+    for (kind, _unused), device in by_name.items():
         same = next((d for d in merged.setdefault(kind, []) if d.identity() == device.identity()), None)
         if same is None:
             merged[kind].append(Device(kind, device.names, device.nodes, device.env))
@@ -323,8 +323,8 @@ def hidden_paths(job, dirs=None):
     job's here (present on the host): the bare host's sandbox hides them.
     Specifications that cannot be read are passed over (a job that asks
     for devices was refused on them at allocate already)."""
-    own = {path for _, device in _job_devices(read_allocation(job)) for path in device["nodes"]}
-    devices, _ = read_node_devices(dirs, strict=False)
+    own = {path for _unused, device in _job_devices(read_allocation(job)) for path in device["nodes"]}
+    devices, _unused = read_node_devices(dirs, strict=False)
     others = {path for kind in devices for device in devices[kind] for path in device.nodes}
     return sorted(path for path in others - own if os.path.exists(path) and not os.path.isdir(path))
 
@@ -391,7 +391,7 @@ def rank_environment(spec, rank):
     for kind in sorted(slot):
         for item in allocation.get("common_env", {}).get(kind, []) + [
                 entry for device in slot[kind] for entry in device["env"]]:
-            key, _, value = item.partition("=")
+            key, _unused, value = item.partition("=")
             env[key] = value
     for kind in sorted(slot):
         names = ",".join(Device.from_dict(kind, device).visible_name for device in slot[kind])
