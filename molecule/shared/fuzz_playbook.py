@@ -22,7 +22,7 @@ def playbook(fuzzfile, logs, job=None, extra_vars=None, args=()):
     extra_vars (a dict) are passed as `-e NAME=VALUE` each, args (more
     ansible-playbook arguments, e.g. --vault-password-file FILE) as given."""
     # The conformance suite against another implementation: a playbook with
-    # run-job.yml's arguments and log layout (README, "Conformance suite").
+    # run-job.yml's arguments and log layout (docs/docsite/rst/guide_conformance.rst).
     runner = os.path.abspath(os.environ.get("FUZZ_MULTINODE_PLAYBOOK") or os.path.join(_project(), "run-job.yml"))
     argv = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), runner,
             "-i", os.environ["MOLECULE_INVENTORY_FILE"], "-e", "fuzzfile=%s" % fuzzfile, "-e", "log_dir=%s" % logs]

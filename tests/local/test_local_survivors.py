@@ -1,5 +1,5 @@
 """Local mode, hostile jobs that try to outlive their run (issue 12, hole
-1; docs/security.md, "No survivors"): each job is an attacker's script
+1; docs/docsite/rst/guide_security.rst, "No survivors"): each job is an attacker's script
 (tests/fuzzfiles/security/survivor-*.yml, the security scenario's), run as
 one workflow through run-job.yml. When the play ends no process of any of
 them is left, the ones that leave a trace have stopped leaving it, and the

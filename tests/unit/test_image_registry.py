@@ -204,7 +204,7 @@ def test_podmans_reasons(message, with_credentials, reason):
     # Only an unreachable registry has a known fix, and the message says it.
     if reason == "the registry is unreachable":
         assert said.endswith("; give the node a registry it reaches, a mirror in /etc/containers/registries.conf.d/ "
-                             '(README, "Jobs in their images"), or run the job on the bare host: '
+                             '(the guide "Jobs in their images"), or run the job on the bare host: '
                              "-e fuzz_multinode_execution=host")
     else:
         assert said == "%s (podman: %s)" % (reason, detail)

@@ -1,4 +1,4 @@
-"""Root and the job's paths (issue 12, docs/security.md): removing a job's
+"""Root and the job's paths (issue 12, docs/docsite/rst/guide_security.rst): removing a job's
 directory never follows the job's links, records in its job-writable
 directories are read only when they are what they claim to be, the
 /etc/hosts lock is root's own file, the launch socket's bound, the cwd a

@@ -1,5 +1,5 @@
 """Cgroups: every process of a run on this node is in a cgroup of the run,
-which teardown freezes and kills until it is empty (docs/security.md,
+which teardown freezes and kills until it is empty (docs/docsite/rst/guide_security.rst,
 "No survivors"); a rank with resource.memory.size is also in a memory
 cgroup of its own, limited to its request.
 

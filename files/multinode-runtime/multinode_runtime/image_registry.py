@@ -190,7 +190,7 @@ UNREACHABLE = "the registry is unreachable"
 # registry (no internet, a site mirror not configured).
 WHAT_TO_DO = {
     UNREACHABLE: ("give the node a registry it reaches, a mirror in /etc/containers/registries.conf.d/ "
-                  "(README, \"Jobs in their images\"), or run the job on the bare host: "
+                  "(the guide \"Jobs in their images\"), or run the job on the bare host: "
                   "-e fuzz_multinode_execution=host"),
 }
 

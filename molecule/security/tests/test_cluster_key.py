@@ -1,5 +1,5 @@
 """Verifier of the security scenario, the cluster key (issue 12, hole 3;
-docs/security.md): the key that sshd accepts for root's forced command is
+docs/docsite/rst/guide_security.rst): the key that sshd accepts for root's forced command is
 read by the job user's ssh, but no job may change it. The attacker's job
 tests/fuzzfiles/security/key-tamper.yml tries on every node, through
 run-job.yml as a user runs it; the key must be root's on every node,

@@ -1,5 +1,5 @@
 """Verifier of the security scenario, root and the job's paths (issue 12,
-docs/security.md): hostile jobs on a 3-node cluster, each the attacker's
+docs/docsite/rst/guide_security.rst): hostile jobs on a 3-node cluster, each the attacker's
 job script, run through run-job.yml as a user runs it.
 
 - root-paths-worker.yml: links in the job user's parts of the job

@@ -1,5 +1,5 @@
 """Verifier of the security scenario, runs cannot see or touch each other
-(issue 12; docs/security.md "Runs and each other"): while one run holds a
+(issue 12; docs/docsite/rst/guide_security.rst "Runs and each other"): while one run holds a
 job on two nodes (runs-held.yml), another run's job (the attacker's script,
 runs-peeper.yml), given the held job's pids and run id, tries to signal its
 processes, read their environment, read the cluster key, and have a node

@@ -1,5 +1,5 @@
 """Verifier of the security scenario, no survivors (issue 12, hole 1;
-docs/security.md): each test runs an attacker's job script
+docs/docsite/rst/guide_security.rst): each test runs an attacker's job script
 (tests/fuzzfiles/security/survivor-*.yml) through run-job.yml exactly as a
 user runs it, on a real 3-node container cluster, then looks at every node
 as root the moment the playbook returns: no process of the job user is
