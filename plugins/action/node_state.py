@@ -3,10 +3,15 @@
 """Action plugin of fuzz.multinode.node_state: in one command over the
 host's connection (no module shipped, no facts gathered), whether the node
 is prepared already, what preparing it needs to know (the SSH tools it
-lacks, whether systemd runs, whether the runtime's Python has boto3) and
-the address it reaches the others by."""
+lacks, whether systemd runs, whether the runtime's Python has boto3), the
+address it reaches the others by, and how many CDI devices of each kind it
+has (resource.devices: the controller places and refuses jobs by them
+before any host is touched)."""
 
 from __future__ import annotations
+
+import json
+import os
 
 from ansible.plugins.action import ActionBase
 
@@ -18,6 +23,11 @@ ARGUMENT_SPEC = dict(
     local=dict(type="bool", default=False),
 )
 
+# The runtime's CDI reader, run as it is (it imports nothing of the
+# runtime's): the node may not have the runtime yet.
+CDI_READER = os.path.join(os.path.dirname(__file__), "..", "..", "files", "multinode-runtime",
+                          "multinode_runtime", "cdi.py")
+
 STAMP = "/etc/fuzz-multinode/prepared"  # written by the node role's prepare.yml
 
 SSH_TOOLS = ("/usr/sbin/sshd", "/usr/bin/ssh", "/usr/bin/ssh-keygen")  # what preparing needs
@@ -26,8 +36,13 @@ SSH_TOOLS = ("/usr/sbin/sshd", "/usr/bin/ssh", "/usr/bin/ssh-keygen")  # what pr
 # each line after "stamp "; whether sshd runs (local mode has none); the
 # SSH tools missing; whether systemd runs; the address: the source address
 # of the route to a public address, as Ansible's default IPv4 fact has it
-# (no packet is sent).
+# (no packet is sent); the CDI devices ("devices {JSON}", none without
+# Python: unknown). The reader's here-document is not last: Ansible appends
+# " && sleep 0" to the command.
 CHECK = r"""
+/usr/bin/python3 -I - <<'FMN_CDI_READER' 2>/dev/null
+%(cdi_reader)s
+FMN_CDI_READER
 sed 's/^/stamp /' %(stamp)s 2>/dev/null
 if test %(local)s = yes ||
    test "$(cat "/proc/$(cat /run/sshd.pid 2>/dev/null)/comm" 2>/dev/null)" = sshd
@@ -53,6 +68,19 @@ def is_prepared(stamp, fingerprint, nodes):
     return bool(stamp) and stamp[0] == fingerprint and set(nodes) <= set(stamp[1:])
 
 
+def read_devices(lines):
+    """The CDI reader's answer: {"counts": {kind: n} or None (unknown: no
+    answer), "problems": [specifications passed over, and why]}."""
+    for line in lines:
+        if line.startswith("devices "):
+            try:
+                found = json.loads(line[len("devices "):])
+                return {"counts": dict(found["counts"]), "problems": list(found["problems"])}
+            except (ValueError, KeyError, TypeError):
+                break
+    return {"counts": None, "problems": []}
+
+
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _supports_check_mode = True
@@ -61,8 +89,10 @@ class ActionModule(ActionBase):
         result = super().run(tmp, task_vars)
         _unused, params = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
         # Stripped: Ansible appends " && sleep 0" to the command.
+        with open(CDI_READER) as handle:
+            cdi_reader = handle.read()
         command = CHECK.strip() % {"stamp": STAMP, "local": "yes" if params["local"] else "no",
-                                   "tools": " ".join(SSH_TOOLS)}
+                                   "tools": " ".join(SSH_TOOLS), "cdi_reader": cdi_reader}
         done = self._low_level_execute_command(command, sudoable=True)
         lines = done.get("stdout", "").splitlines()
         sshd = [line for line in lines if line in ("sshd", "no-sshd")]
@@ -71,9 +101,11 @@ class ActionModule(ActionBase):
             return result
         stamp = [line[len("stamp "):] for line in lines if line.startswith("stamp ")]
         address = next((line.split()[1:] for line in lines if line.split()[:1] == ["address"]), [])
+        devices = read_devices(lines)
         result.update(changed=False,
                       prepared=sshd[0] == "sshd" and is_prepared(stamp, params["fingerprint"], params["nodes"]),
                       address=address[0] if address else "", fingerprint=params["fingerprint"], runtime=RUNTIME_PATH,
                       missing=[line.split(" ", 1)[1] for line in lines if line.startswith("missing ")],
-                      systemd="systemd" in lines, boto3="boto3" in lines)
+                      systemd="systemd" in lines, boto3="boto3" in lines,
+                      devices=devices["counts"], device_problems=devices["problems"])
         return result

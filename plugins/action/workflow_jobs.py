@@ -44,6 +44,7 @@ from ansible.errors import AnsibleConnectionFailure
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
+from ansible_collections.fuzz.multinode.plugins.module_utils import device_fit
 from ansible_collections.fuzz.multinode.plugins.module_utils.controller_tasks import WORKFLOW_JOBS_ARGUMENT_SPEC
 from ansible_collections.fuzz.multinode.plugins.module_utils.node_runtime import RuntimeRefused
 from ansible_collections.fuzz.multinode.plugins.plugin_utils.child_playbook import NotPassable, child_command
@@ -78,25 +79,21 @@ def utc_clock(when):
     return time.strftime("%H:%M:%S", time.gmtime(when)) if when else "-"
 
 
-def needs(job, host_count, local=False):
-    """Hosts a job needs: its nodes; a task array up to max_hosts (fewer
-    when the play has fewer: its tasks then share them); in local mode the
-    one machine, which holds every rank."""
-    if local:
-        return 1
-    if job.get("task_array"):
-        return max(1, min(int(job.get("max_hosts") or 1), host_count))
-    return int(job.get("nodes") or 1)
-
-
-def plan_entry(job, host_count, local, pinned):
-    """A job's or service's entry in the plan (workflow_schedule.Schedule)."""
+def plan_entry(job, node_devices, local, pinned):
+    """A job's or service's entry in the plan (workflow_schedule.Schedule):
+    it needs its nodes (a task array up to max_hosts, fewer when the play
+    has fewer; local mode the one machine) of the hosts that can hold its
+    devices (`hosts`: all of them for a job without devices)."""
     dependencies = job.get("depends_on") or []
-    return {"name": job["name"], "needs": needs(job, host_count, local),
-            "depends_on": [dep["name"] for dep in dependencies if dep.get("status", "FINISHED") != "RUNNING"],
-            "running_deps": [dep["name"] for dep in dependencies if dep.get("status") == "RUNNING"],
-            "pinned": pinned and bool(job.get("volumes")),
-            "service": job.get("kind") == "service", "persist": bool(job.get("persist"))}
+    able, count, _unused = device_fit.placement(job, node_devices, local)
+    entry = {"name": job["name"], "needs": count,
+             "depends_on": [dep["name"] for dep in dependencies if dep.get("status", "FINISHED") != "RUNNING"],
+             "running_deps": [dep["name"] for dep in dependencies if dep.get("status") == "RUNNING"],
+             "pinned": pinned and bool(job.get("volumes")),
+             "service": job.get("kind") == "service", "persist": bool(job.get("persist"))}
+    if job.get("devices"):
+        entry["hosts"] = able
+    return entry
 
 
 def outcome(name, status, message="", started=None, ended=None, duration=None, row_format="%s  %s  %s  %s  %s  %s"):
@@ -197,7 +194,8 @@ class ActionModule(ActionBase):
         hosts = [node["node"] for node in args["nodes"]]
         share = args["share_hosts"] or args["local"]
         pinned = self._volumes_pinned(args, hosts)
-        plan = [plan_entry(job, len(hosts), args["local"], pinned) for job in args["jobs"]]
+        node_devices = [(host, args["node_devices"].get(host)) for host in hosts]
+        plan = [plan_entry(job, node_devices, args["local"], pinned) for job in args["jobs"]]
         services = [entry["name"] for entry in plan if entry["service"]]
         if not services and not can_overlap(plan, len(hosts), share):
             result.update(changed=False, fallback="")  # one at a time in the play is the same run

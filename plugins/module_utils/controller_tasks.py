@@ -102,6 +102,9 @@ RANK_PLAN_ARGUMENT_SPEC: Dict[str, Any] = dict(
 WORKFLOW_JOBS_ARGUMENT_SPEC: Dict[str, Any] = dict(
     jobs=dict(type="list", elements="dict", required=True),
     nodes=_nodes_option(address_required=False),
+    # Host: its CDI devices by kind (fuzz.multinode.node_devices; absent or
+    # null: unknown, enough).
+    node_devices=dict(type="dict", default={}),
     run=dict(type="str", required=True),
     at_once=dict(type="int", default=0),
     share_hosts=dict(type="bool", default=False),

@@ -80,6 +80,20 @@ boto3:
     transfers need (the node role installs Debian's python3-boto3 when a workflow has them).
   returned: success
   type: bool
+devices:
+  description: >-
+    How many CDI devices of each kind the node has (C(resource.devices)), from its CDI
+    specifications in C(/etc/cdi) and C(/var/run/cdi), read by the node runtime's C(cdi.py)
+    run as it is; null when the node could not tell (no C(/usr/bin/python3)), which counts
+    as enough.
+  returned: success
+  type: dict
+  sample: {"nvidia.com/gpu": 4}
+device_problems:
+  description: The CDI specifications passed over in counting, and why.
+  returned: success
+  type: list
+  elements: str
 fingerprint:
   description: The fingerprint checked.
   returned: always

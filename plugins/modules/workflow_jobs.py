@@ -60,6 +60,15 @@ options:
         description: The address the other nodes reach it by.
         type: str
         default: ""
+  node_devices:
+    description:
+      - How many CDI devices of each kind each host has (the C(fuzz.multinode.node_devices)
+        filter), host name to a dict of kind to count; a host absent or null could not
+        tell and counts as having enough.
+      - A job asking for devices (C(resource.devices)) runs only on hosts with enough for
+        its ranks or tasks there; a job on too few such hosts is NOT_RUN, naming them.
+    type: dict
+    default: {}
   run:
     description: The run's id (C(FB_WORKFLOW_ID)), the same in every job.
     type: str

@@ -5,7 +5,8 @@ workflow runner (plugins/action/workflow_jobs.py), pure logic.
 
 A job starts as soon as every job it depends on has finished and enough
 hosts are free for it (`needs`). It gets the free hosts in inventory order,
-so its rank 0 is the first free host. A `pinned` job gets exactly the first
+so its rank 0 is the first free host; a job with `hosts` (those that
+can hold its devices) only among those. A `pinned` job gets exactly the first
 `needs` hosts of the inventory, as in a run of one job at a time (it mounts
 a volume on storage the nodes do not share: its data must be where the
 other jobs of the volume and the egress find it). With `share_hosts` the
@@ -41,7 +42,7 @@ class Schedule:
     """The state of a workflow's jobs in one run. `jobs`: dicts with
     `name`, `needs` (hosts), `depends_on` (names, to finish) and optionally
     `running_deps` (names of services, to be RUNNING), `pinned`, `service`,
-    `persist`, in the run's order; `hosts`: the hosts jobs may run on, in
+    `persist`, `hosts` (the only ones it may run on), in the run's order; `hosts`: the hosts jobs may run on, in
     inventory order. Dependencies on jobs that are not part of the run are
     ignored (with -e job=NAME the one job runs alone)."""
 
@@ -64,6 +65,10 @@ class Schedule:
             if needs > len(self.hosts):
                 self._not_run(name, "it needs %d hosts and the play has %d (%s)"
                               % (needs, len(self.hosts), ", ".join(self.hosts) or "none"))
+            elif needs > len(self._candidates(self.jobs[name])):
+                self._not_run(name, "it needs %d hosts with its devices and the play has %d (%s)" % (
+                    needs, len(self._candidates(self.jobs[name])),
+                    ", ".join(self._candidates(self.jobs[name])) or "none"))
         self._block_dependants()
 
     def depends_on(self, name):
@@ -175,16 +180,24 @@ class Schedule:
             self._not_run(name, reason)
         return stopped
 
+    def _candidates(self, job):
+        """The hosts `job` may run on, in inventory order; a pinned job's
+        data is on the first hosts, devices or not."""
+        if job.get("pinned") or job.get("hosts") is None:
+            return self.hosts
+        return [host for host in self.hosts if host in job["hosts"]]
+
     def _hosts_for(self, job):
         needs = job["needs"]
         if job.get("pinned"):
             chosen = self.hosts[:needs]
             return chosen if self.share_hosts or all(self.load[host] == 0 for host in chosen) else None
+        candidates = self._candidates(job)
         if self.share_hosts:
-            by_load = sorted(range(len(self.hosts)), key=lambda index: (
-                self.load[self.hosts[index]] + self.service_load[self.hosts[index]], index))
-            return [self.hosts[index] for index in sorted(by_load[:needs])]
-        free = [host for host in self.hosts if self.load[host] == 0]
+            by_load = sorted(range(len(candidates)), key=lambda index: (
+                self.load[candidates[index]] + self.service_load[candidates[index]], index))
+            return [candidates[index] for index in sorted(by_load[:needs])]
+        free = [host for host in candidates if self.load[host] == 0]
         if len(free) < needs:
             return None
         # Hosts running no service first; rank 0 on the first of those taken.

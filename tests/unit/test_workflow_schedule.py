@@ -34,6 +34,22 @@ def test_independent_jobs_start_at_once_each_on_its_own_host_in_inventory_order(
     assert plan.running == ["a", "b", "c", "d"]
 
 
+def test_a_job_with_devices_runs_only_on_the_hosts_that_have_them_and_waits_for_those():
+    gpu = dict(job("gpu", needs=2), hosts=["h2", "h4"])
+    plan = Schedule([job("a"), job("b"), gpu, job("c")], HOSTS)
+    assert plan.next_jobs() == [("a", ["h1"]), ("b", ["h2"]), ("c", ["h3"])]
+    plan.ended("a", FINISHED)
+    assert plan.next_jobs() == []  # h1 is free, but has no devices
+    plan.ended("b", FINISHED)
+    assert plan.next_jobs() == [("gpu", ["h2", "h4"])]
+
+
+def test_a_job_with_devices_on_too_few_hosts_is_not_run_naming_them():
+    plan = Schedule([dict(job("gpu", needs=2), hosts=["h3"]), job("after", after=["gpu"])], HOSTS)
+    assert plan.status == {"gpu": NOT_RUN, "after": NOT_RUN}
+    assert plan.messages["gpu"] == "job gpu not run: it needs 2 hosts with its devices and the play has 1 (h3)"
+
+
 def test_jobs_that_do_not_fit_wait_for_hosts_and_take_the_freed_ones():
     plan = Schedule(FAN_OUT, HOSTS[:2])
     assert plan.next_jobs() == [("a", ["h1"]), ("b", ["h2"])]

@@ -377,18 +377,33 @@ def test_each_rank_gets_its_own_gpu_in_its_image_and_nothing_else_of_the_nodes(j
     assert run.leftovers == NOTHING, run
 
 
-def test_a_job_asking_more_gpus_than_a_node_has_is_refused_naming_node_and_field(tmp_path):
-    """gpus-too-many.yml asks each rank for 2 GPUs: node 1 has 2 and
-    registers the job, node 2 has 1 (prepare.yml) and refuses it at its
-    registration, naming itself, the field, what was wanted and what it
-    has; no rank ran, and nothing of the job is left on any node (node 1's
-    registration removed, its devices free again: the next job gets them)."""
+def test_a_job_asking_more_gpus_than_a_node_has_runs_on_the_nodes_that_have_them(job_run):
+    """gpus-two-each.yml asks each of its 2 ranks for 2 GPUs: node 2 has
+    only 1 (prepare.yml), so the controller places the job on nodes 1 and
+    3, where each rank's container has both of the node's GPUs."""
+    run = job_run("tests/fuzzfiles/containers/gpus-two-each.yml")
+    assert run.rc == 0, run
+    assert sorted(run.lines()) == [
+        "rank %d: sees gpu0 gpu1 CUDA_VISIBLE_DEVICES=gpu0,gpu1" % rank for rank in (0, 1)], run
+    table = " ".join(run.output.split())
+    for rank, node in ((0, NODES[0]), (1, NODES[2])):
+        assert " %d gpus-two-each-%d %s 0 " % (rank, rank, node) in table, run
+    assert run.leftovers == NOTHING, run
+
+
+def test_a_job_asking_more_gpus_than_enough_nodes_have_is_refused_before_any_host_is_touched(tmp_path):
+    """gpus-too-many.yml asks each of its 4 ranks for 2 GPUs, and node 2
+    has 1: the controller refuses the run right after its one look at each
+    node, naming the field, what each host needs and what each has; no node
+    was asked to register the job (no node's refusal), nothing is left."""
     run = run_job(PROJECT / "tests/fuzzfiles/containers/gpus-too-many.yml", tmp_path)
     assert run.rc != 0, run
     said = " ".join(run.output.split())
-    assert ("job gpus-too-many cannot start on node %s: jobs.gpus-too-many.resource.devices.nvidia.com/gpu: "
-            "2 wanted (2 for each of 1 rank at once here), but the node has 1" % NODES[1]) in said, run
-    assert "cannot start on node %s" % NODES[0] not in said, run
+    assert ("jobs.gpus-too-many.resource.devices: job gpus-too-many needs 4 hosts with 2 nvidia.com/gpu each "
+            "(one rank a host, 2 nvidia.com/gpu a rank), and 3 of the run's 4 hosts have that many CDI devices: "
+            "%s has 2 nvidia.com/gpu; %s has 1 nvidia.com/gpu; %s has 2 nvidia.com/gpu; %s has 2 nvidia.com/gpu; "
+            "nothing was started on any host" % tuple(NODES)) in said, run
+    assert "cannot start on node" not in said, run
     assert "Traceback" not in run.output, run
     assert run.leftovers == NOTHING, run
 

@@ -2,6 +2,7 @@
 side run for real on this machine (python3, sh; as root, as on a node)
 with the node's paths pointed into a temporary directory."""
 
+import json
 import os
 import subprocess
 from unittest import mock
@@ -167,3 +168,35 @@ def test_the_state_names_the_ssh_tools_the_node_lacks_and_whether_systemd_runs(t
     result = state(tmp_path, monkeypatch, "f1\na\nb\n")
     assert result["missing"] == [str(tmp_path / "sshd")], result
     assert result["systemd"] is os.path.isdir("/run/systemd/system")
+
+
+def test_the_state_counts_the_nodes_cdi_devices_by_kind_and_names_what_it_passed_over(tmp_path, monkeypatch):
+    """The runtime's CDI reader runs as it is, fed to the node's Python in
+    the one command (here with its directories pointed into tmp_path): two
+    GPUs (one named twice, by index and UUID), `all` not counted, a broken
+    specification passed over and named."""
+    cdi = tmp_path / "cdi"
+    cdi.mkdir()
+    gpus = {"cdiVersion": "0.5.0", "kind": "nvidia.com/gpu", "devices": [
+        {"name": "0", "containerEdits": {"deviceNodes": [{"path": "/dev/nvidia0"}]}},
+        {"name": "GPU-1234", "containerEdits": {"deviceNodes": [{"path": "/dev/nvidia0"}]}},
+        {"name": "1", "containerEdits": {"deviceNodes": [{"path": "/dev/nvidia1"}]}},
+        {"name": "all", "containerEdits": {"deviceNodes": [{"path": "/dev/nvidia0"}, {"path": "/dev/nvidia1"}]}}]}
+    (cdi / "nvidia.json").write_text(json.dumps(gpus))
+    (cdi / "broken.json").write_text("{")
+    reader = tmp_path / "cdi.py"
+    with open(node_state.CDI_READER) as handle:
+        source = handle.read()
+    reader.write_text(source.replace('CDI_DIRS = ("/etc/cdi", "/var/run/cdi")', "CDI_DIRS = (%r,)" % str(cdi)))
+    monkeypatch.setattr(node_state, "CDI_READER", str(reader))
+    result = state(tmp_path, monkeypatch, "f1\na\nb\n")
+    assert result["devices"] == {"nvidia.com/gpu": 2}, result
+    assert result["device_problems"] == [
+        "CDI specification %s: not valid JSON: Expecting property name enclosed in double quotes: "
+        "line 1 column 2 (char 1)" % (cdi / "broken.json")], result
+
+
+def test_a_node_whose_python_cannot_count_devices_could_not_tell(tmp_path, monkeypatch):
+    monkeypatch.setattr(node_state, "CHECK", node_state.CHECK.replace("/usr/bin/python3 -I -", "/nonexistent -"))
+    result = state(tmp_path, monkeypatch, "f1\na\nb\n")
+    assert result["devices"] is None and result["device_problems"] == [], result

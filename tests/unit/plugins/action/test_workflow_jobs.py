@@ -10,10 +10,15 @@ import subprocess
 import sys
 from unittest import mock
 
-from ansible_collections.fuzz.multinode.plugins.action.workflow_jobs import Member, needs, outcome, reported
+from ansible_collections.fuzz.multinode.plugins.action.workflow_jobs import Member, outcome, plan_entry, reported
 from ansible_collections.fuzz.multinode.plugins.callback.workflow_job import CallbackModule
 
 ROW = "%-6s  %-8s  %-8s  %-8s  %7s  %s"
+
+
+def needs(job, host_count, local=False):
+    return plan_entry(dict(job, name="j"), [("h%d" % index, None) for index in range(host_count)],
+                      local, pinned=False)["needs"]
 
 
 def test_a_job_needs_its_nodes_a_task_array_up_to_max_hosts_and_local_mode_one_machine():
@@ -22,6 +27,14 @@ def test_a_job_needs_its_nodes_a_task_array_up_to_max_hosts_and_local_mode_one_m
     assert needs({"nodes": 1, "max_hosts": 8, "task_array": {"start": 1, "end": 8}}, 3) == 3
     assert needs({"nodes": 1, "max_hosts": 2, "task_array": {"start": 1, "end": 8}}, 3) == 2
     assert needs({"nodes": 4, "max_hosts": 4}, 1, local=True) == 1
+
+
+def test_a_job_with_devices_may_run_only_on_the_hosts_that_have_enough():
+    gpus = [("h1", {"nvidia.com/gpu": 2}), ("h2", {"nvidia.com/gpu": 1}), ("h3", None), ("h4", {})]
+    entry = plan_entry({"name": "train", "nodes": 2, "max_hosts": 2, "devices": {"nvidia.com/gpu": 2}},
+                       gpus, local=False, pinned=False)
+    assert (entry["needs"], entry["hosts"]) == (2, ["h1", "h3"])
+    assert "hosts" not in plan_entry({"name": "plain", "nodes": 2, "max_hosts": 2}, gpus, False, False)
 
 
 def test_an_outcome_has_the_rows_fields_as_the_play_records_them():
