@@ -90,8 +90,9 @@ def one_cycle(graph, component):
         for imported in sorted(graph[path[-1]]):
             if imported == start:
                 path = path + [start]
-                cycle = " -> ".join(path[:1] + ["%s (%s.py:%d)" % (module, before, graph[before][module])
-                                                   for before, module in zip(path[:-1], path[1:], strict=True)])
+                steps = ["%s (%s.py:%d)" % (module, before, graph[before][module])
+                         for before, module in zip(path[:-1], path[1:], strict=True)]
+                cycle = " -> ".join(path[:1] + steps)
                 others = sorted(component - set(path))
                 return cycle + ("; in the same circle: %s" % ", ".join(others) if others else "")
             if imported in component and imported not in seen:

@@ -149,7 +149,7 @@ def _s3_call(client, call, *args, **kwargs):
         while not hasattr(cause, "response") and cause.__context__ is not None:
             cause = cause.__context__
         raise TransferError(s3_reason(cause if hasattr(cause, "response") else exc,
-                                       client.meta.endpoint_url)) from None
+                                      client.meta.endpoint_url)) from None
 
 
 def s3_reader(client, bucket, key):
