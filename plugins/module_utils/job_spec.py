@@ -4,7 +4,11 @@
 # SPDX-License-Identifier: Apache-2.0
 """The job spec: what every node of a job receives (docs/design.md, "The job
 spec"): rank names, slots, per-rank environment, argument expansion, files,
-resources and the launcher.
+resources and the launcher. This module renders it; its parts are in the
+private package ``_job_spec`` (see its ``__init__``): the plan's settings
+(``options``), argument expansion (``expansion``), the MPI launcher
+(``launcher``), the job's files (``files``) and its resources
+(``resources``).
 
 Pure Python (standard library only); it does not import Ansible.
 
@@ -31,20 +35,14 @@ The spec's env holds the job's variables and the runtime's; base variables of
 a login (``PATH`` when the job sets none, ``HOME``, ``USER``) are the node
 runtime's business.
 
-Argument expansion: ``$NAME`` and ``${NAME}`` are replaced with the value from
-rank 0's environment (the one described above, not the node's own), once, with
-no other shell processing. In command mode ``argv`` is ``command + args``
-expanded; in script mode the script text is left alone (its shell expands) and
-``argv`` holds the expanded ``args``, passed to the script as ``$1 ...``.
+Arguments: ``$NAME`` and ``${NAME}`` expand from rank 0's environment
+(``_job_spec/expansion.py``).
 
 Secrets (``secret://NAME`` env values, NAME being ``scope/name``): the spec
 keeps the references, in every rank's ``env`` and in ``secret_env`` (``{key:
 NAME}``); an argument that expands a secret key keeps the reference in
-``argv`` and is listed in ``secret_args`` as ``{index, parts}``, its parts
-``[kind, value]`` (``text`` and its expanded text, or ``secret`` and the
-NAME), from which the node runtime builds the argument with the value
-(``secret_argument_parts``; the run policy warns of it, or refuses it with
-fuzz_multinode_secret_arguments: refuse). The
+``argv`` and is listed in ``secret_args`` by its parts
+(``_job_spec/expansion.py``). The
 ``image.secret`` reference (registry credentials for the image's pull) is
 ``image.secret``: its NAME, or None (none, or the job runs on the bare
 host and pulls nothing). Values never pass through
@@ -53,25 +51,6 @@ values the play delivers to it separately. ``check_secrets`` (the run
 policy, module_utils/fuzzfile.py) refuses a reference to a name that
 ``fuzz_multinode_secrets`` does not define, ``check_registry_secret`` an
 ``image.secret`` whose value is not registry credentials.
-
-Files: ``files`` lists ``{path, name, contents}``, the job's ``files`` with
-their contents from the workflow's top-level ``files``, or given in place
-(``plan_files``).
-
-Launcher (``launcher(...)``, the spec's ``launcher``): as Fuzzball does, an
-``openmpi``/``ompi`` or ``mpich`` job's command (or script) is run under the
-MPI launcher across all ranks, so the user writes only the per-rank program:
-
-- ``openmpi``, ``ompi``: ``mpirun -H J-0:S,J-1:S,... --mca plm_rsh_agent
-  WRAPPER -np TOTAL``;
-- ``mpich``: ``mpiexec -hosts J-0:S,... -launcher ssh -launcher-exec WRAPPER
-  -n TOTAL``;
-- ``generic`` and plain jobs: none (``[]``).
-
-The runtime puts it in front of ``argv`` (command mode) or of the script's
-path on the nodes and ``argv`` (script mode); the launcher program is looked
-up on rank 0's ``PATH`` like any command. ``gasnet`` jobs are refused
-(``require_runnable``).
 
 A plan checks its job once: ``load_job`` reads it (a task's argument, or a
 ``Job``), ``admit_once`` applies the run policy unless the job's form shows
@@ -83,9 +62,24 @@ from __future__ import annotations
 
 import dataclasses
 import ipaddress
-import re
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Union
 
+from ansible_collections.fuzz.multinode.plugins.module_utils._job_spec.expansion import (
+    expand,
+    expansion_env,
+    secret_argument_parts,
+)
+from ansible_collections.fuzz.multinode.plugins.module_utils._job_spec.files import plan_files
+from ansible_collections.fuzz.multinode.plugins.module_utils._job_spec.launcher import launcher
+from ansible_collections.fuzz.multinode.plugins.module_utils._job_spec.options import (
+    CLAIM_LEASE,
+    EXECUTIONS,
+    SERVICE_READY_TIMEOUT,
+    VOLUME_ROOT,
+    VOLUME_SHARINGS,
+    check_options,
+)
+from ansible_collections.fuzz.multinode.plugins.module_utils._job_spec.resources import plan_resources
 from ansible_collections.fuzz.multinode.plugins.module_utils.fuzzfile import (
     ADMISSION_KEY,
     FuzzfileError,
@@ -106,118 +100,19 @@ from ansible_collections.fuzz.multinode.plugins.module_utils.service_endpoints i
 )
 
 __all__ = [
+    "CLAIM_LEASE",
+    "EXECUTIONS",
+    "SERVICE_READY_TIMEOUT",
+    "VOLUME_ROOT",
+    "VOLUME_SHARINGS",
     "expand",
     "launcher",
     "plan_files",
     "plan_job",
     "plan_resources",
     "plan_task_array",
+    "secret_argument_parts",
 ]
-
-CLAIM_LEASE = 120  # the role's fuzz_multinode_claim_lease; the runtime's spec.CLAIM_LEASE
-# The role's fuzz_multinode_service_ready_timeout: seconds a service may take
-# to become ready before it is given up.
-SERVICE_READY_TIMEOUT = 300
-_EXPAND_RE = re.compile(r"\$(?:([A-Za-z_][A-Za-z0-9_]*)|\{([A-Za-z_][A-Za-z0-9_]*)\})")
-_USER_RE = re.compile(r"[a-z_][a-z0-9_-]{0,31}\Z")
-_WRAPPER_RE = re.compile(r"/[A-Za-z0-9._+/-]*\Z")
-
-
-def expand(value: str, env: Mapping[str, str]) -> str:
-    """Expand ``$NAME`` and ``${NAME}`` from ``env``, in a single pass.
-
-    Unknown names expand to the empty string. A ``$`` not followed by a name
-    or a braced name stays literal (``$(ls)``, ``$1``, ``${}``, a trailing
-    ``$``). No word splitting, globbing or command substitution; expanded
-    values are not expanded again.
-    """
-    return _EXPAND_RE.sub(lambda m: env.get(m.group(1) or m.group(2), ""), value)
-
-
-def launcher(implementation: Any, hostlist: str, total: int, wrapper_path: str) -> List[str]:
-    """The argv prefix that runs a job's command across all its ranks: the
-    MPI launcher for ``openmpi``/``ompi`` and ``mpich``, ``[]`` otherwise.
-    ``hostlist`` is ``MULTINODE_HOSTLIST`` (``J-0:S,...``), ``total`` the
-    total slots; the wrapper starts the launcher's daemons on the workers."""
-    if implementation in ("openmpi", "ompi"):
-        return ["mpirun", "-H", hostlist, "--mca", "plm_rsh_agent", wrapper_path,
-                "-np", str(total)]
-    if implementation == "mpich":
-        return ["mpiexec", "-hosts", hostlist, "-launcher", "ssh", "-launcher-exec",
-                wrapper_path, "-n", str(total)]
-    return []
-
-
-def secret_argument_parts(
-    words: Sequence[str], env: Mapping[str, str], secrets: Mapping[str, str]
-) -> List[Dict[str, Any]]:
-    """``[{index, parts}]`` of the words that expand a key of ``secrets``
-    (``{env key: secret NAME}``): each word as ``[kind, value]`` parts,
-    ``["text", expanded text]`` (from ``env``, as ``expand`` does) and
-    ``["secret", NAME]``, adjacent text joined. No value is known here."""
-    found: List[Dict[str, Any]] = []
-    for index, word in enumerate(words):
-        if not any((m.group(1) or m.group(2)) in secrets for m in _EXPAND_RE.finditer(word)):
-            continue
-        pieces: List[List[str]] = []
-        at = 0
-        for match in _EXPAND_RE.finditer(word):
-            name = match.group(1) or match.group(2)
-            pieces.append(["text", word[at:match.start()]])
-            pieces.append(["secret", secrets[name]] if name in secrets else ["text", env.get(name, "")])
-            at = match.end()
-        pieces.append(["text", word[at:]])
-        parts: List[List[str]] = []
-        for kind, value in pieces:
-            if kind == "text" and parts and parts[-1][0] == "text":
-                parts[-1][1] += value
-            elif kind == "secret" or value:
-                parts.append([kind, value])
-        found.append({"index": index, "parts": parts})
-    return found
-
-
-def _expansion_env(env: Mapping[str, str], run: str) -> Mapping[str, str]:
-    """What ``command`` arguments expand from: the rank's env and, in a
-    run, ``FB_WORKFLOW_ID`` (the runtime sets it in every process, over a
-    value of the job's own)."""
-    return dict(env, FB_WORKFLOW_ID=run) if run else env
-
-
-def plan_files(job: Job, files: Optional[Mapping[str, Any]]) -> List[Dict[str, str]]:
-    """The job's ``files`` as the runtime writes them on every node:
-    ``[{"path", "name", "contents"}]``, first the ``file://`` references in
-    the job's order, with ``contents`` from the workflow's top-level
-    ``files`` (name -> contents), then the files whose contents the job gives
-    in place (``inline_files``; ``name`` empty). A path must be a normalized
-    absolute file path (no ``.``, ``..`` or empty component, no trailing
-    ``/``): the runtime creates missing parent directories one by one and
-    removes them again at cleanup."""
-    planned: List[Dict[str, str]] = []
-    sources: List[Tuple[str, str, Optional[str]]] = [
-        (path, name, None) for path, name in job.files.items()]
-    sources += [(path, "", contents) for path, contents in job.inline_files.items()]
-    for path, name, contents in sources:
-        where = "%s.files.%s" % (job.field_path, path)
-        if any(part in ("", ".", "..") for part in path[1:].split("/")):
-            raise FuzzfileError(
-                "%s: must be a normalized absolute file path (no '.', '..' or empty "
-                "components, no trailing '/')" % where
-            )
-        if contents is None:
-            if files is None or name not in files:
-                raise FuzzfileError(
-                    "%s: no entry %r in the workflow's top-level files (%s)"
-                    % (where, name, ", ".join(sorted(map(str, files or {}))) or "none given")
-                )
-            contents = files[name]
-            if not isinstance(contents, str):
-                raise FuzzfileError(
-                    "files.%s: must be the file's contents as a string, got %s"
-                    % (name, type(contents).__name__)
-                )
-        planned.append({"path": path, "name": name, "contents": contents})
-    return planned
 
 
 def _local_nodes(job: Job, nodes: Any, count: int) -> List[Any]:
@@ -295,15 +190,6 @@ def _admission(job: Union[Job, Mapping[str, Any]]) -> Any:
     return job.get(ADMISSION_KEY) if isinstance(job, Mapping) else None
 
 
-# Where a job's ranks run (fuzz_multinode_execution).
-EXECUTIONS = ("container", "host")
-# Where the nodes keep volumes (fuzz_multinode_volume_root), and whether it
-# is storage the nodes share (fuzz_multinode_volume_sharing).
-VOLUME_ROOT = "/var/lib/fuzz-multinode/volumes"
-_VOLUME_ROOT_RE = re.compile(r"^/[A-Za-z0-9._+/-]*[A-Za-z0-9._+-]$")
-VOLUME_SHARINGS = ("auto", "shared", "node-local")
-
-
 def plan_job(
     job: Union[Job, Mapping[str, Any]],
     nodes: Sequence[Mapping[str, Any]],
@@ -379,42 +265,9 @@ def _render(
 ) -> Dict[str, Any]:
     """``plan_job`` for a job already loaded and admitted: the options and
     nodes are checked here, the job is not checked again."""
-    if not isinstance(user, str) or not _USER_RE.match(user):
-        raise FuzzfileError("user: must be a user name (e.g. 'fuzz'), got %r" % (user,))
-    if not isinstance(wrapper_path, str) or not _WRAPPER_RE.match(wrapper_path):
-        raise FuzzfileError(
-            "wrapper_path: must be an absolute path of letters, digits and ._+-/, got %r"
-            % (wrapper_path,)
-        )
-    if isinstance(kill_grace, bool) or not isinstance(kill_grace, int) or kill_grace < 0:
-        raise FuzzfileError("kill_grace: must be an integer >= 0, got %r" % (kill_grace,))
-    if isinstance(claim_lease, bool) or not isinstance(claim_lease, int) or claim_lease < 1:
-        raise FuzzfileError(
-            "claim_lease (fuzz_multinode_claim_lease): must be a positive integer of seconds, "
-            "got %r" % (claim_lease,)
-        )
-    if execution not in EXECUTIONS:
-        raise FuzzfileError(
-            "execution (fuzz_multinode_execution): must be one of %s, got %r"
-            % (", ".join(EXECUTIONS), execution)
-        )
-    if (not isinstance(volume_root, str) or not _VOLUME_ROOT_RE.match(volume_root)
-            or "/../" in volume_root + "/" or "/./" in volume_root + "/"):
-        raise FuzzfileError(
-            "volume_root (fuzz_multinode_volume_root): must be an absolute path of letters, "
-            "digits and ._+-/ other than /, got %r" % (volume_root,)
-        )
-    if volume_sharing not in VOLUME_SHARINGS:
-        raise FuzzfileError(
-            "volume_sharing (fuzz_multinode_volume_sharing): must be one of %s, got %r"
-            % (", ".join(VOLUME_SHARINGS), volume_sharing)
-        )
-    if (isinstance(service_ready_timeout, bool) or not isinstance(service_ready_timeout, int)
-            or service_ready_timeout < 1):
-        raise FuzzfileError(
-            "service_ready_timeout (fuzz_multinode_service_ready_timeout): must be a positive "
-            "integer of seconds, got %r" % (service_ready_timeout,)
-        )
+    check_options(user=user, wrapper_path=wrapper_path, kill_grace=kill_grace, claim_lease=claim_lease,
+                  execution=execution, volume_root=volume_root, volume_sharing=volume_sharing,
+                  service_ready_timeout=service_ready_timeout)
     running = running_services(services, job.name)
     if local:
         nodes = _local_nodes(job, nodes, job.nodes)
@@ -486,7 +339,7 @@ def _render(
     else:
         mode = "script"
         words = job.args
-    expansion = _expansion_env(head_env, run)
+    expansion = expansion_env(head_env, run)
     argv = [expand(arg, expansion) for arg in words]
     # An argument expanding a secret: its parts, the node runtime puts the
     # value in (the run policy warned of it, or refused it).
@@ -565,22 +418,6 @@ def _render(
     return spec
 
 
-def plan_resources(job: Job) -> Dict[str, Any]:
-    """What each rank (or task) asks of its node: ``cores`` (``resource.cpu.cores``,
-    the CPUs it is bound to; None: not bound), ``affinity`` (``CORE``, or
-    ``SOCKET``/``NUMA``: the cores all from one socket or NUMA node) and ``memory_bytes``
-    (``resource.memory.size``, times the cores when ``memory.by-core``;
-    None: no request) and ``devices`` (``resource.devices``: CDI kind -> how
-    many devices of it each rank or task gets, distinct from every other
-    rank's, task's and job's on its node). A node that has less refuses the
-    job before it starts."""
-    memory = job.memory_bytes
-    if memory is not None and job.memory_by_core:
-        memory *= job.cores or 1
-    return {"cores": job.cores, "affinity": job.affinity, "memory_bytes": memory,
-            "devices": dict(job.devices)}
-
-
 def plan_task_array(
     job: Union[Job, Mapping[str, Any]],
     nodes: Sequence[Mapping[str, Any]],
@@ -642,9 +479,9 @@ def plan_task_array(
                 "address": node["address"],
                 "slots": spec["slots_per_node"],
                 "env": env,
-                "argv": [expand(arg, _expansion_env(env, options.get("run", ""))) for arg in words],
+                "argv": [expand(arg, expansion_env(env, options.get("run", ""))) for arg in words],
                 # the task's own: its text parts may expand FB_TASK_ID
-                "secret_args": secret_argument_parts(words, _expansion_env(env, options.get("run", "")),
+                "secret_args": secret_argument_parts(words, expansion_env(env, options.get("run", "")),
                                                      spec["secret_env"]),
             }
         )

@@ -10,7 +10,7 @@ import pwd
 import time
 
 import pytest
-from multinode_runtime import claims, cli, launch, registry, teardown
+from multinode_runtime import claims, cli, rank_call, registry, teardown
 from multinode_runtime.errors import RuntimeFailure
 from multinode_runtime.inputs import rank_environment
 from multinode_runtime.prepare import prepare_job
@@ -228,12 +228,12 @@ def test_secrets_of_another_run_are_refused(node, monkeypatch):
 
 def test_the_launch_server_refuses_a_request_of_another_run():
     spec = JobSpec.from_dict(spec_data(FIRST))
-    launch.check_request_run(spec, {"job": "ja", "run": FIRST}, "node-2")
+    rank_call.check_request_run(spec, {"job": "ja", "run": FIRST}, "node-2")
     with pytest.raises(RuntimeFailure) as info:
-        launch.check_request_run(spec, {"job": "ja", "run": SECOND}, "node-2")
+        rank_call.check_request_run(spec, {"job": "ja", "run": SECOND}, "node-2")
     assert str(info.value) == "job ja on node node-2 belongs to run %s, not to run %s" % (FIRST, SECOND)
     with pytest.raises(RuntimeFailure, match="not to run [(]no id[)]"):
-        launch.check_request_run(spec, {"job": "ja", "run": ""}, "node-2")
+        rank_call.check_request_run(spec, {"job": "ja", "run": ""}, "node-2")
 
 
 def test_a_call_that_lost_its_connection_while_the_job_ran_fails_the_job(node):

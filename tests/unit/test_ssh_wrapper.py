@@ -10,7 +10,8 @@ wrapper (a stand-in that records its arguments and exits 42). The agent's
 channel to node n2 is a real channel.ForkedCalls whose launcher stand-in
 runs the command with sh -c (stdout and stderr into files), answers a
 launcher error for "launcher-error", records "record ..." without running
-it, forwards two lines and a tail for "forwarded", and stops the command when its lifeline ends, as launch.Launch does.
+it, forwards two lines and a tail for "forwarded", and stops the command when
+its lifeline ends, as rank_call.Launch does.
 The whole path on real jobs: tests/local/test_local_wrapper_paths.py and
 molecule/quoting/tests/test_wrapper_paths.py.
 """
@@ -44,7 +45,7 @@ HOSTILE = ["two  words", "it's", 'say "hi"', "$x ${y} $(echo no) `echo no`", "ba
 
 def launcher_stand_in(tmp):
     """serve(request) for ForkedCalls (fd 0 the call's lifeline, fd 1 its
-    frames), as launch.serve_call answers."""
+    frames), as rank_call.serve_call answers."""
     def serve(request):
         command = request["command"]
         if command == "launcher-error":

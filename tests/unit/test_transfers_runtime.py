@@ -1,9 +1,10 @@
-"""The node runtime's transfers (multinode_runtime/transfers.py), run for
-real against HTTP servers of the test's own on this machine: the bytes
-arrive whole, through a temporary name; a failure names the item, its ends
-and the reason, leaves nothing behind and keeps what the destination held;
-timeouts and attempts; credentials go only where they belong. (S3 against
-moto's server, and everything as the job user, in tests/local.)"""
+"""The node runtime's transfers (multinode_runtime/transfers.py, and
+remote_ends.py for HTTP and S3), run for real against HTTP servers of the
+test's own on this machine: the bytes arrive whole, through a temporary
+name; a failure names the item, its ends and the reason, leaves nothing
+behind and keeps what the destination held; timeouts and attempts;
+credentials go only where they belong. (S3 against moto's server, and
+everything as the job user, in tests/local.)"""
 
 import base64
 import hashlib
@@ -15,7 +16,7 @@ import time
 
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError
-from multinode_runtime import transfers
+from multinode_runtime import remote_ends, transfers
 from multinode_runtime.errors import RuntimeFailure
 
 BIG = 20 * (1 << 20) + 12345  # more than a few chunks
@@ -257,12 +258,12 @@ def test_what_s3_says_is_told_as_its_code_message_and_status():
         error = {"Error": {"Code": code, "Message": message}, "ResponseMetadata": {"HTTPStatusCode": status}}
         return ClientError(error, "GetObject")
     endpoint = "http://s3.example:9000"
-    assert transfers._s3_reason(client_error("NoSuchKey", "The specified key does not exist.", 404), endpoint) == \
+    assert remote_ends.s3_reason(client_error("NoSuchKey", "The specified key does not exist.", 404), endpoint) == \
         "S3 NoSuchKey: The specified key does not exist. (HTTP 404)"
-    assert transfers._s3_reason(client_error("403", "Forbidden", 403), endpoint) == "S3 HTTP 403 Forbidden"
+    assert remote_ends.s3_reason(client_error("403", "Forbidden", 403), endpoint) == "S3 HTTP 403 Forbidden"
     unreachable = EndpointConnectionError(endpoint_url=endpoint, error="<conn object>: Failed to establish a new "
                                           "connection: [Errno 111] Connection refused")
-    assert transfers._s3_reason(unreachable, endpoint) == \
+    assert remote_ends.s3_reason(unreachable, endpoint) == \
         "cannot reach the S3 endpoint http://s3.example:9000: Connection refused"
 
 

@@ -41,6 +41,7 @@ from .channel import ForkedCalls
 from .errors import PROG, RuntimeFailure
 from .forwarding import QUEUE_LIMIT, open_client_outputs
 from .processes import send_signal
+from .rank_call import serve_call
 from .sandbox import job_sandbox
 from .transport import Lost
 from .wire import FRAME_ERROR, FRAME_EXIT, FRAME_STDERR, FRAME_STDOUT
@@ -411,7 +412,6 @@ class Agent:
         has no key to reach its own node over ssh (and an image no ssh)."""
         channel = self.channels.get(target.node)
         if channel is None and target.node == self.node:
-            from .launch import serve_call
             channel = ForkedCalls(lambda request: serve_call(self.spec, self.node, request, 1, self.user))
             self.channels[target.node] = channel
         return channel

@@ -13,7 +13,7 @@ The end of the whole connection ends every call on it, as the end of ssh
 sessions would.
 
 On the node each call runs in a child forked from the warm launcher
-(ForkedCalls), with the one-shot launch's own logic (launch.Launch), its
+(ForkedCalls), with the one-shot launch's own logic (rank_call.Launch), its
 stdin a pipe that is its lifeline, its stdout the frames. Local mode runs
 its calls the same way, in the head's agent.
 """

@@ -18,6 +18,7 @@ from .claims import touch_claim
 from .errors import PROG, RuntimeFailure
 from .execution import rank_sandbox, spawn_rank
 from .inputs import forget_secrets, job_command, job_environment, job_user
+from .local_socket import start_local_launcher
 from .processes import (
     POLL_SECONDS,
     become_subreaper,
@@ -28,6 +29,7 @@ from .processes import (
     kill_job_processes,
     reap_children,
     recorded_namespaces,
+    send_signal,
 )
 from .readiness import Readiness
 from .resources import bind_cpus
@@ -57,6 +59,7 @@ class Supervisor:
         self.cancelled = None
         self.lost_nodes = set()
         self.transports = {}  # node: its open transport (transport.py)
+        self.local_launcher = None  # local mode: pid of the launch socket's server (local_socket.py)
         self.agent = None  # the job's wrapper calls from this node (agent.py)
         self.rank0_output = None  # rank 0's stdout and stderr, into the job log (wire.LineRelay)
         self.rank0_call = None  # rank 0's own run, as a call record
@@ -106,7 +109,9 @@ class Supervisor:
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
             signal.signal(signal.SIGINT, signal.SIG_IGN)
             for transport in self.transports.values():
-                transport.close()  # no new one-shot launches while the job is torn down
+                transport.close()
+            if self.local_launcher is not None:
+                send_signal(self.local_launcher, signal.SIGKILL)  # no new launches while the job is torn down
             if namespace is not None:
                 # The job is over when rank 0 ends: stop what is left of it
                 # here (the agent too: it makes no new calls, and ends with
@@ -248,7 +253,11 @@ class Supervisor:
         claims.py); a node we cannot reach fails the job now, with the
         reason. Then start the agent, which makes the wrapper calls of the
         ranks here over them and writes their forwarded lines into the job
-        log beside rank 0's (its output's pipe is the job log's stand-in)."""
+        log beside rank 0's (its output's pipe is the job log's stand-in).
+        In local mode the launch socket stands in for the nodes' sshd: it
+        serves this node's transport, so it is in place first."""
+        if self.spec.local:
+            self.local_launcher = start_local_launcher(self.spec, self.user)
         self.transports = open_transports(self.spec, self.user, self.connect_nodes(), agents=True)
         self.rank0_output = LineRelay(log_fd, self.user)
         self.agent = Agent(self.spec, self.user, self.transports, {self.rank0_output.identity})

@@ -15,13 +15,13 @@ interrupted item leaves nothing (the temporary file is removed), and an
 existing file is replaced only by a whole new one. Into S3 an object
 appears only when complete (a multipart upload that fails is aborted).
 
-HTTP is the standard library's urllib (https certificates checked against
-the node's CA store), S3 is boto3 (Debian's python3-boto3), with the
-credentials of the item's secret only: never the node's or the caller's
+The ends off the node, HTTP(S) and S3, are remote_ends.py: with the
+credentials of the item's secret only, never the node's or the caller's
 (AWS_* variables and ~/.aws are not read); without a secret, requests are
 anonymous (public buckets). Each attempt has the item's timeout; a
-connection silent for IDLE_SECONDS fails too. Progress is reported every
-PROGRESS_SECONDS; a failure names the item, its ends and the reason.
+connection silent for remote_ends.IDLE_SECONDS fails too. Progress is
+reported every PROGRESS_SECONDS; a failure names the item, its ends and
+the reason.
 """
 
 import base64
@@ -29,37 +29,23 @@ import io
 import os
 import posixpath
 import random
-import re
 import signal
 import socket
-import ssl
 import stat
 import threading
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
 
 from . import volumes
-from .errors import RuntimeFailure
+from .errors import RuntimeFailure, TransferError
 from .processes import run_as
+from .remote_ends import http_reader, s3_client, s3_reader, s3_upload
 
 CHUNK = 1 << 20  # bytes read and written at a time
 PIECE_MAX = 8 << 20  # the most read_piece returns at once (base64 in JSON)
-IDLE_SECONDS = 60  # a connection that sends nothing this long fails the attempt
 PROGRESS_SECONDS = 5
 RETRY_PAUSE = 2  # seconds between attempts
-DEFAULT_REGION = "us-east-1"
 FILE_PREFIX, S3_PREFIX = "file://", "s3://"
 HTTP_PREFIXES = ("https://", "http://")
-S3_KEYS = ("access_key_id", "secret_access_key", "session_token", "region", "endpoint_url")
-# S3 uploads: parts of this size, this many at a time (bounded memory).
-S3_PART = 16 << 20
-S3_CONCURRENCY = 4
-
-
-class TransferError(Exception):
-    """Why an attempt failed, said for the user (never a secret's value)."""
 
 
 class _Deadline(BaseException):
@@ -241,7 +227,7 @@ def _copy(request, progress):
         with _open_in_volume(volume_path(item["source"])) as source:
             size = os.fstat(source.fileno()).st_size
             progress.start(size)
-            _s3_upload(_s3_client(request), bucket, key, source, progress)
+            s3_upload(s3_client(request), bucket, key, source, progress)
         return progress.done
     destination = volume_path(item["destination"])
     source_uri = item["source"]
@@ -249,9 +235,9 @@ def _copy(request, progress):
         data = (request.get("contents") or "").encode("utf-8")
         reader, size = io.BytesIO(data), len(data)
     elif source_uri.startswith(S3_PREFIX):
-        reader, size = _s3_reader(_s3_client(request), *s3_location(source_uri))
+        reader, size = s3_reader(s3_client(request), *s3_location(source_uri))
     elif source_uri.startswith(HTTP_PREFIXES):
-        reader, size = _http_reader(source_uri, request.get("credentials"))
+        reader, size = http_reader(source_uri, request.get("credentials"))
     else:
         raise TransferError("%s is not a source this node copies from" % shown(source_uri))
     try:
@@ -405,147 +391,3 @@ def read_piece(request):
             raise RuntimeFailure(record["error"])
         return record
     raise RuntimeFailure(failed or "volume-read: no answer")
-
-
-# -- HTTP ---------------------------------------------------------------------------------
-
-def _http_reader(uri, credentials):
-    request = urllib.request.Request(uri, headers={"User-Agent": "fuzz.multinode"})
-    if credentials:
-        pair = "%s:%s" % (credentials.get("username", ""), credentials.get("password", ""))
-        # Not carried to where a redirect leads (urllib copies only the
-        # redirected headers).
-        request.add_unredirected_header("Authorization", "Basic " + base64.b64encode(pair.encode()).decode())
-    host = urllib.parse.urlsplit(uri).netloc.rsplit("@", 1)[-1]
-    try:
-        response = urllib.request.urlopen(request, timeout=IDLE_SECONDS)  # noqa: S310 - http(s) only
-    except urllib.error.HTTPError as exc:
-        exc.close()
-        raise TransferError("HTTP %d %s" % (exc.code, exc.reason)) from None
-    except urllib.error.URLError as exc:
-        raise TransferError(_network_reason(exc.reason, host)) from None
-    except (OSError, ValueError) as exc:
-        raise TransferError(_network_reason(exc, host)) from None
-    length = response.headers.get("Content-Length")
-    return _Guarded(response, host), int(length) if length and length.isdigit() else None
-
-
-class _Guarded:
-    """A response whose read() raises TransferError for network failures."""
-
-    def __init__(self, response, host):
-        self.response, self.host = response, host
-
-    def read(self, count):
-        try:
-            return self.response.read(count)
-        except Exception as exc:  # noqa: BLE001 - http.client's IncompleteRead and the socket's errors
-            raise TransferError(_network_reason(exc, self.host)) from None
-
-    def close(self):
-        self.response.close()
-
-
-def _network_reason(reason, host):
-    if isinstance(reason, socket.gaierror):
-        return "cannot resolve the host %s: %s" % (host, reason.strerror)
-    if isinstance(reason, (socket.timeout, TimeoutError)):
-        return "%s sent nothing for %d s" % (host, IDLE_SECONDS)
-    if isinstance(reason, ConnectionRefusedError):
-        return "cannot connect to %s: connection refused" % host
-    if isinstance(reason, ssl.SSLError):
-        return "TLS with %s failed: %s" % (host, getattr(reason, "verify_message", None) or reason.reason or reason)
-    if isinstance(reason, OSError) and reason.strerror:
-        return "cannot reach %s: %s" % (host, reason.strerror)
-    name = type(reason).__name__
-    if name == "IncompleteRead":
-        return "%s closed the connection before the end of the file" % host
-    return "cannot reach %s: %s" % (host, reason)
-
-
-# -- S3 -----------------------------------------------------------------------------------
-
-def _s3_client(request):
-    """A boto3 S3 client with the item's credentials (or anonymous), its
-    endpoint (the secret's endpoint_url, else the play's
-    s3_endpoint_url), short retries and the idle timeout."""
-    try:
-        import boto3
-        from botocore import UNSIGNED
-        from botocore.config import Config
-    except ImportError:
-        raise TransferError("boto3 is not installed on %s (Debian's python3-boto3; the node role installs it "
-                            "for a workflow with s3:// transfers)" % socket.gethostname()) from None
-    credentials = request.get("credentials") or {}
-    unknown = sorted(set(credentials) - set(S3_KEYS))
-    if unknown or (credentials and not (credentials.get("access_key_id") and credentials.get("secret_access_key"))):
-        raise TransferError("the item's secret is not S3 credentials (access_key_id, secret_access_key)")
-    endpoint = credentials.get("endpoint_url") or request.get("s3_endpoint_url") or None
-    options = dict(connect_timeout=IDLE_SECONDS, read_timeout=IDLE_SECONDS,
-                   retries={"max_attempts": 3, "mode": "standard"})
-    if endpoint:
-        options["s3"] = {"addressing_style": "path"}  # an S3-compatible server: no bucket host names
-    if not credentials:
-        options["signature_version"] = UNSIGNED
-    session = boto3.session.Session(
-        aws_access_key_id=credentials.get("access_key_id"),
-        aws_secret_access_key=credentials.get("secret_access_key"),
-        aws_session_token=credentials.get("session_token") or None,
-        region_name=credentials.get("region") or DEFAULT_REGION)
-    try:
-        return session.client("s3", endpoint_url=endpoint, config=Config(**options))
-    except ValueError as exc:
-        raise TransferError("the S3 endpoint %r: %s" % (endpoint, exc)) from None
-
-
-def _s3_reason(exc, endpoint):
-    from botocore.exceptions import ClientError, ConnectTimeoutError, EndpointConnectionError, ReadTimeoutError
-    if isinstance(exc, ClientError):
-        error = exc.response.get("Error", {})
-        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-        code, message = error.get("Code"), error.get("Message") or ""
-        if not code or code == str(status):  # an answer without a body (HEAD, a proxy's)
-            return "S3 HTTP %s %s" % (status, message)
-        return "S3 %s%s%s" % (code, ": " + message if message else "", " (HTTP %s)" % status if status else "")
-    if isinstance(exc, (ConnectTimeoutError, ReadTimeoutError)):
-        return "the S3 endpoint %s sent nothing for %d s" % (endpoint, IDLE_SECONDS)
-    if isinstance(exc, EndpointConnectionError):
-        said = str(exc.kwargs.get("error") or exc)
-        errno = re.search(r"\[Errno -?\d+\] (.*)$", said)  # urllib3 starts with a connection's repr
-        return "cannot reach the S3 endpoint %s: %s" % (endpoint, errno.group(1) if errno else said)
-    return "S3: %s" % exc
-
-
-def _s3_call(client, call, *args, **kwargs):
-    try:
-        return call(*args, **kwargs)
-    except TransferError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - botocore's and s3transfer's errors, told as their reason
-        cause = exc
-        # s3transfer wraps the ClientError of a failed upload.
-        while not hasattr(cause, "response") and cause.__context__ is not None:
-            cause = cause.__context__
-        raise TransferError(_s3_reason(cause if hasattr(cause, "response") else exc,
-                                       client.meta.endpoint_url)) from None
-
-
-def _s3_reader(client, bucket, key):
-    answer = _s3_call(client, client.get_object, Bucket=bucket, Key=key)
-    body = answer["Body"]
-
-    class Body:
-        def read(self, count):
-            return _s3_call(client, body.read, count)
-
-        def close(self):
-            body.close()
-
-    return Body(), answer.get("ContentLength")
-
-
-def _s3_upload(client, bucket, key, source, progress):
-    from boto3.s3.transfer import TransferConfig
-    config = TransferConfig(multipart_threshold=S3_PART, multipart_chunksize=S3_PART,
-                            max_concurrency=S3_CONCURRENCY)
-    _s3_call(client, client.upload_fileobj, source, bucket, key, Callback=progress.add, Config=config)

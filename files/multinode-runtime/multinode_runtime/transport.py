@@ -4,7 +4,8 @@ interface.
 - SshTransport, a worker's node: ssh with the cluster key (sshd runs the
   runtime's `launch` as the key's forced command).
 - LocalTransport, this node (local mode: every rank is on the head): the
-  head's local launch socket (local_socket.py) stands in for sshd, and the
+  head's local launch socket (local_socket.py, which the head supervisor
+  starts as a worker's sshd is there already) stands in for sshd, and the
   head's agent runs calls itself.
 
 Each transport offers the same two ways in:
@@ -17,13 +18,13 @@ Each transport offers the same two ways in:
   `hold` session of the job's ControlMaster; this node: calls forked from
   the agent. close() at the job's teardown.
 transport_for and open_transports are the only places that know which
-transport a job uses.
+transport a job uses. The transports are below what serves their requests
+(launch.py, local_socket.py): they only reach it.
 """
 
 import json
 import os
 import select
-import signal
 import subprocess
 import time
 
@@ -31,7 +32,7 @@ from . import registry, run_token
 from .channel import CALL, CANCEL, TAGGED, ForkedCalls, send_tagged, untag
 from .errors import RuntimeFailure
 from .inputs import DEFAULT_PATH, rank_environment
-from .processes import last_line, send_signal, spawn_as, which
+from .processes import last_line, spawn_as, which
 from .wire import FRAME_ERROR, FRAME_STDOUT, READY, FrameReader, encode_request, read_chunk, widen_pipe
 
 CONNECT_WITHIN = 60  # seconds a worker node has to accept the job's connection
@@ -160,26 +161,24 @@ class LocalTransport:
 
     def __init__(self, spec, rank):
         self.spec = spec
-        self.server = None  # pid of the local launch socket's server
         self.user = None
 
     def command(self, request, fresh=False):
         return registry.runtime_command("connect", self.spec.job, encode_request(request))
 
     def open(self, user, agent=False):
-        from .local_socket import start_local_launcher
         self.user = user
-        self.server = start_local_launcher(self.spec, user)
-        return None  # in place at once
+        return None  # in place at once: the supervisor started the launch socket
 
     def channel(self):
-        from .launch import serve_call
+        # Here, not at the top: the Python wrapper, which imports this
+        # module for every call, need not load what runs a call.
+        from .rank_call import serve_call
         node = registry.this_node(self.spec.job)
         return ForkedCalls(lambda request: serve_call(self.spec, node, request, 1, self.user))
 
     def close(self):
-        if self.server is not None:
-            send_signal(self.server, signal.SIGKILL)  # no new launches while the job is torn down
+        """Nothing: the supervisor stops the launch socket."""
 
 
 def transport_for(spec, rank):
