@@ -98,7 +98,5 @@ class ActionModule(ActionBase):
             duration = args["duration"]
             rr.job_ended(record, args["job"], args["status"] or "FAILED", args["why"],
                          float(duration) if duration not in (None, "", "-") else None, args["ranks"])
-        elif args["event"] == "closed":
-            rr.run_closed(record)
         else:
             rr.run_ended(record, rr.workflow_state(args["outcomes"], args["transfer_failures"]))

@@ -119,7 +119,7 @@ WORKFLOW_JOBS_ARGUMENT_SPEC: Dict[str, Any] = dict(
 # The run record's writer (fuzz.multinode.run_record) and reader
 # (fuzz.multinode.runs): module_utils/run_record.py, run_views.py.
 RUN_RECORD_ARGUMENT_SPEC: Dict[str, Any] = dict(
-    event=dict(type="str", required=True, choices=["open", "job_started", "job_ended", "ended", "closed"]),
+    event=dict(type="str", required=True, choices=["open", "job_started", "job_ended", "ended"]),
     run=dict(type="str", required=True),
     runs_dir=dict(type="str", default=""),
     record=dict(type="str", default=""),

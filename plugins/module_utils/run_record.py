@@ -386,19 +386,6 @@ def run_ended(record: Record, state_name: str, why: Optional[str] = None) -> Dic
     return record.update(change)
 
 
-def run_closed(record: Record) -> Dict[str, Any]:
-    """The end of a run's playbook: a run still RUNNING in its record ended
-    before its jobs ran (a node could not be prepared): FAILED."""
-    def change(state: Dict[str, Any]) -> None:
-        if state["state"] != RUNNING:
-            return
-        state.update(state=FAILED, ended=utc(), message="the run ended before its jobs ran: see its playbook's output")
-        for entry in state["jobs"].values():
-            if entry.get("state") == WAITING:
-                entry.update(state=NOT_RUN, message="the run ended before its jobs ran")
-    return record.update(change)
-
-
 def workflow_state(outcomes: Dict[str, Dict[str, Any]], transfer_failures: int = 0) -> str:
     """FINISHED when every job finished and every transfer was made; else
     CANCELED when a job was canceled, else FAILED."""
@@ -444,10 +431,16 @@ def settle(record: Record, alive: Callable[[Dict[str, Any]], bool] = process_ali
         if current["state"] != RUNNING or any(alive(entry) for entry in current.get("owner") or []):
             return
         cancel = record.cancel_request()
-        final = CANCELED if cancel is not None else LOST
+        # No job started: the playbook failed before (a node could not be
+        # prepared), or was killed then; its output says which.
+        started = any(entry.get("state") != WAITING for entry in current["jobs"].values())
+        final = CANCELED if cancel is not None else LOST if started else FAILED
         # Lost: last heard of when its record was last written.
-        current.update(state=final, ended=utc() if cancel is not None else utc(os.path.getmtime(
-            record.file(STATE_FILE))))
+        current.update(state=final, ended=utc(os.path.getmtime(record.file(STATE_FILE))) if final == LOST
+                       else utc())
+        if final == FAILED:
+            current["message"] = "its playbook ended before any job started: see its output%s" % (
+                " (runner/artifacts/*/stdout in the record)" if current.get("detached") else "")
         if cancel is not None:
             current["canceled_by"] = cancel.get("by")
         for entry in current["jobs"].values():

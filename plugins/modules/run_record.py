@@ -29,9 +29,7 @@ description:
     unchanged) and answers which jobs FINISHED in it (RV(skip)).
   - >-
     O(event=job_started), O(event=job_ended) (the C(fuzz.multinode.workflow) role, for a job it runs
-    in the play), O(event=ended) (how the run ended, from the workflow's outcomes) and
-    O(event=closed) (the end of run-job.yml: a run still V(RUNNING) then ended before its jobs ran,
-    V(FAILED)).
+    in the play) and O(event=ended) (how the run ended, from the workflow's outcomes).
   - Runs on the controller only (an action plugin).
 author:
   - fuzz.multinode developers (!UNKNOWN)
@@ -40,7 +38,7 @@ options:
     description: What happened.
     type: str
     required: true
-    choices: [open, job_started, job_ended, ended, closed]
+    choices: [open, job_started, job_ended, ended]
   run:
     description: The run's id (C(FB_WORKFLOW_ID)).
     type: str

@@ -41,7 +41,7 @@ def runner_command(private_dir, cwd, playbooks, options, extra_vars):
         words += ["-e", "%s=%s" % (name, value)]
     words += list(playbooks[1:])  # ansible-runner gives -p the last place
     return [sys.executable, "-m", "ansible_runner", "run", private_dir, "--project-dir", cwd,
-            "-p", playbooks[0], "--cmdline", shlex.join(words),
+            "-p", playbooks[0], "--cmdline=" + shlex.join(words),  # = : it starts with a dash
             "--omit-env-files", "--omit-event-data", "--rotate-artifacts", "3"]
 
 

@@ -134,6 +134,17 @@ def owners_alive(runs_dir, run):
     return [entry for entry in state_of(runs_dir, run)["owner"] if run_record.process_alive(entry)]
 
 
+def stop_background(runs_dir, run, jobs):
+    """After a test: kill what is left of a background run (a test that
+    failed halfway), and restore this machine."""
+    for entry in owners_alive(runs_dir, run):
+        try:
+            os.killpg(os.getpgid(entry["pid"]), signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    lj.unregister(jobs)
+
+
 def test_a_foreground_run_leaves_its_record(finishing, runs_dir):
     """The tier's big foreground workflow (the workflow runner's path):
     FINISHED, every job with its ranks (a task array's tasks), its logs."""
@@ -217,6 +228,7 @@ def test_cancel_stops_a_detached_run_and_leaves_nothing(workdir, runs_dir):
         assert "Traceback" not in output
     finally:
         lj.end_playbook(proc, ["long-held"])
+        stop_background(runs_dir, run, ["long-held"])
 
 
 def test_a_killed_run_is_lost_and_resume_runs_only_what_did_not_finish(workdir, runs_dir):
@@ -263,6 +275,7 @@ def test_a_killed_run_is_lost_and_resume_runs_only_what_did_not_finish(workdir, 
         assert not (directory / "logs2" / "count-a.log").exists()
     finally:
         lj.end_playbook(proc, ["count-a", "count-b"])
+        stop_background(runs_dir, run, ["count-a", "count-b"])
         shutil.rmtree(base, ignore_errors=True)
 
 

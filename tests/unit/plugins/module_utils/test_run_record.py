@@ -125,14 +125,12 @@ def test_a_run_whose_processes_are_gone_is_lost_once_looked_at(record):
     assert record.state()["state"] == rr.LOST  # written so
 
 
-def test_a_run_that_ended_before_its_jobs_is_failed_and_one_that_ended_is_left_alone(record):
-    state = rr.run_closed(record)
-    assert state["state"] == rr.FAILED and "ended before its jobs ran" in state["message"]
+def test_a_run_whose_playbook_ended_before_any_job_started_is_failed(record):
+    record.update(lambda state: state.__setitem__("owner", a_dead_process()))
+    state = rr.settle(record)
+    assert state["state"] == rr.FAILED and "ended before any job started" in state["message"]
     assert {entry["state"] for entry in state["jobs"].values()} == {"NOT_RUN"}
-    assert "ended before its jobs ran" in views.status_lines(state)[0]
-    rr.resumed(record, [], this_process())
-    rr.run_ended(record, rr.FINISHED)
-    assert rr.run_closed(record)["state"] == rr.FINISHED
+    assert "ended before any job started" in views.status_lines(state)[0]
 
 
 def test_a_reused_pid_is_not_the_run_s_process_nor_is_a_zombie():
@@ -159,7 +157,7 @@ def test_a_canceled_run_whose_processes_are_gone_is_canceled_by_its_user(record)
 def test_a_run_just_submitted_is_running_until_its_runner_takes_it(tmp_path):
     record = rr.submitted(str(tmp_path), RUN, b"x", ["ansible-playbook"], "wf", "/logs")
     assert rr.settle(record)["state"] == rr.RUNNING
-    assert rr.settle(record, now=rr.seconds_of(record.state()["started"]) + 61)["state"] == rr.LOST
+    assert rr.settle(record, now=rr.seconds_of(record.state()["started"]) + 61)["state"] == rr.FAILED
 
 
 def test_runs_are_listed_newest_first_with_a_corrupt_one_named(tmp_path):
