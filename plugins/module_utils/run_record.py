@@ -275,7 +275,9 @@ def open_record(directory: str, run: str, fuzzfile: bytes, argv: List[str], jobs
     record, made when it was submitted, is taken over by its background
     process: its owner and jobs are set again, its submission kept)."""
     path = record_dir(directory, run)
-    make_private_dir(directory)
+    # The runs directory: made private; one that exists is left as it is
+    # (a directory several users share); each record is private.
+    os.makedirs(directory, 0o700, exist_ok=True)
     make_private_dir(path)
     record = Record(path, run)
     with locked(path):

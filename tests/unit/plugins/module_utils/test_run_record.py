@@ -80,6 +80,15 @@ def test_the_recorded_command_line_of_a_run_has_no_secret(record):
     assert not any("\"t\"" in word for word in command["argv"])
 
 
+def test_a_shared_runs_directory_is_left_as_it_is_and_each_record_is_private(tmp_path):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    record = rr.open_record(str(shared), RUN, b"x", [], JOBS, "wf", "/l", this_process())
+    assert stat.S_IMODE(os.stat(shared).st_mode) == 0o1777
+    assert stat.S_IMODE(os.stat(record.path).st_mode) == 0o700
+
+
 def test_jobs_and_services_are_recorded_as_they_run(record):
     rr.job_started(record, "prepare", ["node-1", "node-2"])
     state = record.state()["jobs"]["prepare"]
