@@ -15,6 +15,7 @@ from ansible_collections.fuzz.multinode.plugins.module_utils.run_record import (
     FINISHED,
     RUN_ID,
     RUNNING,
+    SKIPPED,
     Record,
     RecordError,
     process_alive,
@@ -119,7 +120,7 @@ def status_lines(state: Dict[str, Any]) -> List[str]:
         duration = entry.get("duration")
         rows.append((name, entry.get("state") or "-", _clock(entry.get("start")), _clock(entry.get("end")),
                      "-" if duration is None else "%.1f" % float(duration),
-                     "" if entry.get("state") == FINISHED else entry.get("message") or ""))
+                     "" if entry.get("state") in (FINISHED, SKIPPED) else entry.get("message") or ""))
     lines = [title] + table(rows)
     for name in order:
         entry = jobs[name]

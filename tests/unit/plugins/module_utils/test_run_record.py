@@ -222,7 +222,7 @@ def test_logs_are_every_job_s_in_order_or_the_one_named(record):
 def test_resume_skips_the_finished_jobs_and_refuses_a_changed_one(record):
     with pytest.raises(rr.RecordError, match="is RUNNING: cancel it first"):
         rr.resume_plan(record.state(), JOBS)
-    rr.job_ended(record, "prepare", "FINISHED")
+    rr.job_ended(record, "prepare", "FINISHED", "job prepare finished")
     rr.job_ended(record, "solve", "FAILED", "rank 0 exited with status 1")
     rr.run_ended(record, rr.FAILED)
     assert rr.resume_plan(record.state(), JOBS) == ["prepare"]
@@ -237,6 +237,10 @@ def test_resume_skips_the_finished_jobs_and_refuses_a_changed_one(record):
     state = record.state()
     assert state["state"] == rr.RUNNING and len(state["resumed"]) == 1
     assert [state["jobs"][name]["state"] for name in state["order"]] == ["SKIPPED", "WAITING", "WAITING"]
+    assert [line.split() for line in views.status_lines(state)[2:5]] == [
+        ["prepare", "SKIPPED", _clock_of(state, "prepare", "start"), _clock_of(state, "prepare", "end"), "-"],
+        ["solve", "WAITING", "-", "-", "-"],
+        ["report", "WAITING", "-", "-", "-"]]
     rr.job_ended(record, "solve", "FINISHED")
     rr.job_ended(record, "report", "FAILED")
     rr.run_ended(record, rr.FAILED)
@@ -245,6 +249,10 @@ def test_resume_skips_the_finished_jobs_and_refuses_a_changed_one(record):
     rr.run_ended(record, rr.FINISHED)
     with pytest.raises(rr.RecordError, match="is FINISHED: there is nothing to resume"):
         rr.resume_plan(record.state(), JOBS)
+
+
+def _clock_of(state, name, which):
+    return state["jobs"][name][which][11:19]
 
 
 def test_a_service_runs_again_on_resume(tmp_path):
