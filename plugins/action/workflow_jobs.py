@@ -51,6 +51,7 @@ from ansible_collections.fuzz.multinode.plugins.plugin_utils.child_playbook impo
 from ansible_collections.fuzz.multinode.plugins.plugin_utils.interrupts import Signals
 from ansible_collections.fuzz.multinode.plugins.plugin_utils.job_report import shown_on_terminal
 from ansible_collections.fuzz.multinode.plugins.plugin_utils.node_runtime_call import call_runtime
+from ansible_collections.fuzz.multinode.plugins.plugin_utils.record_writer import RecordWriter
 from ansible_collections.fuzz.multinode.plugins.plugin_utils.workflow_schedule import (
     FINISHED,
     NOT_RUN,
@@ -189,6 +190,7 @@ class ActionModule(ActionBase):
         result = super().run(tmp, task_vars)
         _unused, args = self.validate_argument_spec(argument_spec=WORKFLOW_JOBS_ARGUMENT_SPEC)
         self.args = args
+        self.record = RecordWriter(args["record"], args["run"])  # the jobs' states, as they change
         self.units = {job["name"]: job for job in args["jobs"]}
         self.addresses = {node["node"]: node["address"] for node in args["nodes"]}
         hosts = [node["node"] for node in args["nodes"]]
@@ -310,9 +312,11 @@ class ActionModule(ActionBase):
             member = self.members.get(name)
             if member is not None and name not in schedule.ready and member.is_ready():
                 schedule.is_ready(name)
+                self.record.event(name, "ready")
         for name, why in schedule.to_stop():
             self._show(["%sstopping the service: %s" % (self.members[name].prefix, why)])
             self.members[name].stop_service(why)
+            self.record.event(name, "stopping")
 
     def _running_services(self, schedule):
         """The services of the run that run now, as a job that starts now
@@ -349,6 +353,7 @@ class ActionModule(ActionBase):
         for host in placed:
             self.started_on.setdefault(host, []).append(name)
         self._show(["%sstarted on hosts %s" % (member.prefix, ", ".join(placed))])
+        self.record.started(name, placed)
         return member
 
     def _spawn(self, playbook, variables, member_file, name, report, output=subprocess.PIPE):
@@ -409,6 +414,8 @@ class ActionModule(ActionBase):
             status, message = FINISHED, "service %s stopped: %s" % (member.name, member.no_longer_needed)
         self.outcomes[member.name] = outcome(member.name, status, message, member.started, member.ended, duration,
                                              self.args["row_format"])
+        self.record.ended(member.name, self.outcomes[member.name], (member.report().get("launch") or {}).get("ranks"),
+                          duration)
         for name in schedule.ended(member.name, status, message):
             self._not_run(name, schedule.messages[name])
 
@@ -417,11 +424,13 @@ class ActionModule(ActionBase):
         self._show(["[%s] %s" % (name, message)])
         now = time.time()
         self.outcomes[name] = outcome(name, "FAILED", message, now, now, None, self.args["row_format"])
+        self.record.ended(name, self.outcomes[name])
         for blocked in schedule.ended(name, "FAILED"):
             self._not_run(blocked, schedule.messages[blocked])
 
     def _not_run(self, name, message):
         self.outcomes[name] = outcome(name, NOT_RUN, message, row_format=self.args["row_format"])
+        self.record.ended(name, self.outcomes[name])
         self._show(["[%s] %s" % (name, message)])
 
     def _show(self, lines):
@@ -440,6 +449,7 @@ class ActionModule(ActionBase):
                                               member.started, None, None, self.args["row_format"])
         header = self.args["row_format"] % ("job", "status", "start", "end", "seconds", "details")
         rows = [header.strip()] + [self.outcomes[name]["row"] for name in schedule.order if name in self.outcomes]
+        self.record.canceled(interrupted)
         self._tell_terminal(["", "workflow canceled: %s" % interrupted] + rows + self._clean_up())
 
     def _clean_up(self):

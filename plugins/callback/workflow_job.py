@@ -100,7 +100,7 @@ class CallbackModule(CallbackBase):
         data, task, _unused = _parts(result)
         self._warnings(result, data)
         if task.action in LAUNCH_ACTIONS:
-            self.report["launch"] = {key: data.get(key) for key in ("status", "message", "msg", "duration")}
+            self.report["launch"] = {key: data.get(key) for key in ("status", "message", "msg", "duration", "ranks")}
             self._write()
         elif task.action in DEBUG_ACTIONS and "msg" in data:
             message = data["msg"]

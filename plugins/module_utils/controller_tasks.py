@@ -45,6 +45,8 @@ __all__ = [
     "FUZZFILE_ARGUMENT_SPEC",
     "RANK_PLAN_ARGUMENT_SPEC",
     "WORKFLOW_JOBS_ARGUMENT_SPEC",
+    "RUN_RECORD_ARGUMENT_SPEC",
+    "RUNS_ARGUMENT_SPEC",
     "load_fuzzfile",
     "plan_ranks",
 ]
@@ -114,6 +116,38 @@ WORKFLOW_JOBS_ARGUMENT_SPEC: Dict[str, Any] = dict(
     settings=dict(type="dict", default={}),
     files=dict(type="dict", default={}),
     row_format=dict(type="str", default="%s  %s  %s  %s  %s  %s"),
+    record=dict(type="str", default=""),
+)
+
+# The run record's writer (fuzz.multinode.run_record) and reader
+# (fuzz.multinode.runs): module_utils/run_record.py, run_views.py.
+RUN_RECORD_ARGUMENT_SPEC: Dict[str, Any] = dict(
+    event=dict(type="str", required=True, choices=["open", "job_started", "job_ended", "ended"]),
+    run=dict(type="str", required=True),
+    runs_dir=dict(type="str", default=""),
+    record=dict(type="str", default=""),
+    fuzzfile=dict(type="path"),
+    jobs=dict(type="list", elements="dict", default=[]),
+    log_dir=dict(type="str", default=""),
+    detach=dict(type="bool", default=False),
+    resume=dict(type="bool", default=False),
+    job=dict(type="str"),
+    hosts=dict(type="list", elements="str", default=[]),
+    status=dict(type="str"),
+    why=dict(type="str", default=""),
+    duration=dict(type="raw"),
+    ranks=dict(type="list", elements="dict", default=[]),
+    outcomes=dict(type="dict", default={}),
+    transfer_failures=dict(type="int", default=0),
+)
+
+RUNS_ARGUMENT_SPEC: Dict[str, Any] = dict(
+    command=dict(type="str", required=True, choices=["list", "status", "logs", "cancel", "show"]),
+    run=dict(type="str"),
+    job=dict(type="str"),
+    follow=dict(type="bool", default=False),
+    runs_dir=dict(type="str", default=""),
+    wait=dict(type="int", default=180),
 )
 
 

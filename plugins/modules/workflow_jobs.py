@@ -106,6 +106,13 @@ options:
     description: printf-style format of a row of the outcome table (job, status, start, end, seconds, details).
     type: str
     default: "%s  %s  %s  %s  %s  %s"
+  record:
+    description:
+      - The run record's directory (C(fuzz.multinode.run_record)'s RV(fuzz.multinode.run_record#module:record)),
+        where each job's state, hosts, ranks and times are written as they change, and a service's
+        C(ready) and C(stopping) times; empty, none.
+    type: str
+    default: ""
 extends_documentation_fragment:
   - fuzz.multinode.attributes
 attributes:

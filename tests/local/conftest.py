@@ -28,6 +28,7 @@ def workdir(request):
     other pytest run of root on the machine, which prunes all but the
     newest three), removed at the end unless a test failed."""
     directory = Path(tempfile.mkdtemp(prefix="fmn-local-tests-"))
+    lj.RUNS_DIR = directory / "runs"
     yield directory
     if request.session.testsfailed or os.environ.get("FMN_LOCAL_KEEP"):
         print("\ntests/local: the runs' Fuzzfiles, outputs and logs are kept in %s" % directory)

@@ -51,6 +51,9 @@ LOCAL_FUZZFILES = FUZZFILES / "local"
 EXAMPLES = REPO / "examples"
 JOB_USER = "fuzz"
 RUNTIME = RUNTIME_PATH
+# Where the tier's runs leave their records (conftest.py's workdir sets it),
+# not the user's ~/.fuzz-multinode/runs.
+RUNS_DIR = None
 # A run takes 10-60 s on a loaded 2-core machine; one that hangs (an MPI run
 # that never ends) must fail its tests, not hang the tier.
 PLAYBOOK_TIMEOUT = 400
@@ -248,6 +251,8 @@ def playbook(fuzzfile, logs, extra_vars=None, args=()):
     # The conformance suite against another implementation of the helper.
     if os.environ.get("FUZZ_MULTINODE_HELPER"):
         argv += ["-e", "fuzz_multinode_helper_source=" + os.path.abspath(os.environ["FUZZ_MULTINODE_HELPER"])]
+    if RUNS_DIR is not None:
+        argv += ["-e", "fuzz_multinode_runs_dir=%s" % RUNS_DIR]
     for name, value in (extra_vars or {}).items():
         argv += ["-e", "%s=%s" % (name, value)]
     argv += list(args)

@@ -121,3 +121,43 @@ def test_the_fqcn_playbook_runs_from_outside_the_repository(installed, tmp_path)
     assert proc.returncode != 0
     assert "jobs.chapel.multinode.implementation: 'gasnet' is not supported" in proc.stdout
     assert "UNREACHABLE" not in proc.stdout and "Traceback" not in proc.stdout
+
+
+def test_a_detached_run_and_the_run_playbooks_work_from_the_installed_collection(installed, tmp_path):
+    """fuzz.multinode.run_job -e fuzz_multinode_detach=true returns at once;
+    its background run (ansible-runner, the installed playbook by its FQCN)
+    cannot reach the host, and its record says so: FAILED before its jobs.
+    runs and status read it; an unknown run gets one clear line."""
+    import re
+    import time
+
+    fuzzfile = tmp_path / "job.yml"
+    fuzzfile.write_text("version: v4\njobs:\n  hello:\n    image: {uri: docker://x}\n    command: [\"true\"]\n")
+    inventory = tmp_path / "inventory"
+    inventory.write_text("[multinode]\nghost ansible_host=127.0.0.1 ansible_port=9 ansible_user=nobody\n")
+    runs = tmp_path / "runs"
+    started = time.monotonic()
+    proc = run(installed, [tool("ansible-playbook"), "fuzz.multinode.run_job", "-i", str(inventory),
+                           "-e", "fuzzfile=%s" % fuzzfile, "-e", "fuzz_multinode_detach=true",
+                           "-e", "fuzz_multinode_runs_dir=%s" % runs])
+    assert proc.returncode == 0 and time.monotonic() - started < 60, proc.stdout
+    run_id = re.search(r"run (\S+) submitted in the background", proc.stdout).group(1)
+    # ansible-runner writes the playbook's exit status last.
+    deadline = time.monotonic() + 120
+    while not list((runs / run_id / "runner" / "artifacts").glob("*/rc")) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    for _unused in range(20):  # a look at the record finds its processes gone
+        proc = run(installed, [tool("ansible-playbook"), "fuzz.multinode.status", "-e", "run=" + run_id,
+                               "-e", "fuzz_multinode_runs_dir=%s" % runs])
+        if "run %s (job): RUNNING" % run_id not in proc.stdout:
+            break
+    assert proc.returncode == 0 and "run %s (job): FAILED" % run_id in proc.stdout, proc.stdout
+    assert "its playbook ended before any job started" in proc.stdout
+    state = json.loads((runs / run_id / "state.json").read_text())
+    assert state["state"] == "FAILED" and state["jobs"]["hello"]["state"] == "NOT_RUN", state
+    proc = run(installed, [tool("ansible-playbook"), "fuzz.multinode.runs", "-e", "fuzz_multinode_runs_dir=%s" % runs])
+    assert re.search(r"^%s +job +FAILED " % re.escape(run_id), proc.stdout, re.M), proc.stdout
+    proc = run(installed, [tool("ansible-playbook"), "fuzz.multinode.logs", "-e", "run=20260101T000000Z-000000",
+                           "-e", "fuzz_multinode_runs_dir=%s" % runs])
+    assert proc.returncode != 0 and "no run 20260101T000000Z-000000 in" in proc.stdout
+    assert "Traceback" not in proc.stdout

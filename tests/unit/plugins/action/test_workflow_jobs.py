@@ -106,12 +106,13 @@ def shown(plugin):
 def test_the_callback_reports_the_launch_result_and_shows_debug_messages_as_the_jobs_lines(tmp_path, monkeypatch):
     plugin = callback(tmp_path, monkeypatch)
     plugin.v2_runner_on_ok(Result("fuzz.multinode.node_job", {"changed": True}))
+    rank = {"rank": 0, "name": "solve-0", "node": "n1", "state": "exited", "status": 0}
     plugin.v2_runner_on_ok(Result("fuzz.multinode.launch_job", {"status": "FINISHED", "duration": 2.5,
-                                                                "ranks": [], "message": ""}))
+                                                                "ranks": [rank], "message": ""}))
     plugin.v2_runner_on_ok(Result("ansible.builtin.debug", {"msg": ["job solve FINISHED", "rank  host name"]}))
     assert shown(plugin) == ["[solve] job solve FINISHED", "[solve] rank  host name"]
     assert json.loads((tmp_path / "report.json").read_text()) == {
-        "launch": {"status": "FINISHED", "message": "", "msg": None, "duration": 2.5}}
+        "launch": {"status": "FINISHED", "message": "", "msg": None, "duration": 2.5, "ranks": [rank]}}
 
 
 def test_the_callback_shows_and_reports_the_first_failure(tmp_path, monkeypatch):

@@ -1,0 +1,275 @@
+"""The run record (module_utils/run_record.py, run_views.py): private files
+written whole, no secret in the command line, job states as a run goes,
+LOST once the run's processes are gone, the refusals of status, cancel and
+resume with messages that say why."""
+
+import json
+import os
+import stat
+import subprocess
+import sys
+import time
+
+import pytest
+
+from ansible_collections.fuzz.multinode.plugins.module_utils import run_record as rr
+from ansible_collections.fuzz.multinode.plugins.module_utils import run_views as views
+from ansible_collections.fuzz.multinode.plugins.module_utils.run_command import recorded_command
+
+RUN = "20261204T080102Z-a1b2c3"
+
+
+def job(name, depends=(), kind=None, **more):
+    entry = {"name": name, "nodes": 2, "depends_on": [{"name": dep, "status": "FINISHED"} for dep in depends]}
+    if kind:
+        entry["kind"] = kind
+    entry.update(more)
+    return entry
+
+
+JOBS = [job("prepare"), job("solve", ["prepare"]), job("report", ["solve"])]
+
+
+def this_process():
+    return [rr.process_entry("playbook", os.getpid())]
+
+
+def a_dead_process():
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return [rr.process_entry("playbook", child.pid)]
+
+
+@pytest.fixture
+def record(tmp_path):
+    fuzzfile = b"version: v4\njobs: {}\n"
+    argv = ["ansible-playbook", "run-job.yml", "-e", "fuzzfile=wf.yml", "-e", "fuzz_multinode_secrets={\"t\": 1}"]
+    return rr.open_record(str(tmp_path / "runs"), RUN, fuzzfile, argv, JOBS, "wf", "/logs", this_process(),
+                          fuzzfile_path="/home/me/wf.yml")
+
+
+def test_the_record_is_private_and_holds_the_fuzzfile_and_every_job(record, tmp_path):
+    assert stat.S_IMODE(os.stat(tmp_path / "runs").st_mode) == 0o700
+    assert stat.S_IMODE(os.stat(record.path).st_mode) == 0o700
+    for name in os.listdir(record.path):
+        assert stat.S_IMODE(os.stat(os.path.join(record.path, name)).st_mode) == 0o600, name
+    assert open(record.file(rr.FUZZFILE), "rb").read() == b"version: v4\njobs: {}\n"
+    state = record.state()
+    assert state["state"] == rr.RUNNING and state["order"] == ["prepare", "solve", "report"]
+    assert state["jobs"]["solve"]["depends_on"] == ["prepare"]
+    assert state["jobs"]["solve"]["state"] == rr.WAITING
+    assert not [name for name in os.listdir(record.path) if name.endswith(".tmp")]
+
+
+@pytest.mark.parametrize("argv, recorded", [
+    (["-e", "fuzz_multinode_secrets={\"api\": \"s3cr3t\"}"], ["-e", "fuzz_multinode_secrets=(not recorded)"]),
+    (["-e", "a=1 db_password=hunter2"], ["-e", "a=1 db_password=(not recorded)"]),
+    (["--extra-vars={\"api_token\": \"x\", \"job\": \"j\"}"],
+     ["--extra-vars", "{\"api_token\": \"(not recorded)\", \"job\": \"j\"}"]),
+    (["-efuzz_multinode_secrets=x"], ["-e", "fuzz_multinode_secrets=(not recorded)"]),
+    (["-e", "@secrets.yml", "-i", "hosts"], ["-e", "@secrets.yml", "-i", "hosts"]),
+    (["-e", "{bad: yaml, secret: x"], ["-e", "(inline variables not recorded)"]),
+])
+def test_the_command_line_never_holds_a_secret_value(argv, recorded):
+    assert recorded_command(argv) == recorded
+
+
+def test_the_recorded_command_line_of_a_run_has_no_secret(record):
+    command = json.load(open(record.file(rr.COMMAND_FILE)))
+    assert "-e" in command["argv"] and "fuzzfile=wf.yml" in command["argv"]
+    assert not any("\"t\"" in word for word in command["argv"])
+
+
+def test_a_shared_runs_directory_is_left_as_it_is_and_each_record_is_private(tmp_path):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    record = rr.open_record(str(shared), RUN, b"x", [], JOBS, "wf", "/l", this_process())
+    assert stat.S_IMODE(os.stat(shared).st_mode) == 0o1777
+    assert stat.S_IMODE(os.stat(record.path).st_mode) == 0o700
+
+
+def test_jobs_and_services_are_recorded_as_they_run(record):
+    rr.job_started(record, "prepare", ["node-1", "node-2"])
+    state = record.state()["jobs"]["prepare"]
+    assert state["state"] == rr.RUNNING and state["hosts"] == ["node-1", "node-2"] and state["start"]
+    ranks = [{"rank": 0, "name": "prepare-0", "node": "node-1", "state": "exited", "status": 0,
+              "start": 1796371149.8, "end": 1796371151.5, "duration": 1.7, "log": "job.log", "calls": 1},
+             {"rank": 1, "name": "prepare-1", "node": "node-2", "state": "exited", "status": 3,
+              "start": 1796371149.8, "end": 1796371151.5, "duration": 1.7, "log": "rank-1.log"}]
+    rr.job_ended(record, "prepare", "FAILED", "rank 1 exited with status 3", 2.5, ranks)
+    entry = record.state()["jobs"]["prepare"]
+    assert entry["state"] == "FAILED" and entry["duration"] == 2.5 and entry["end"]
+    assert entry["log"] == "/logs/prepare.log" and entry["rank_logs"] == "/logs/prepare"
+    assert entry["ranks"][1]["status"] == 3 and entry["ranks"][1]["start"] == "2026-12-04T07:59:09.800Z"
+    assert "calls" not in entry["ranks"][0]
+    rr.job_event(record, "solve", "ready")
+    assert record.state()["jobs"]["solve"]["ready"]
+    lines = views.status_lines(record.state())
+    assert lines[0].startswith("run %s (wf): RUNNING" % RUN)
+    assert any(line.split()[:2] == ["prepare", "FAILED"] for line in lines)
+    assert any(line.split()[:5] == ["1", "prepare-1", "node-2", "3", "/logs/prepare/rank-1.log"] for line in lines)
+
+
+def test_the_end_of_a_run_ends_every_job(record):
+    rr.job_ended(record, "prepare", "FINISHED")
+    rr.job_started(record, "solve", ["node-1"])
+    state = rr.run_ended(record, rr.workflow_state({"prepare": {"status": "FINISHED"},
+                                                    "solve": {"status": "CANCELED"}}), "Ctrl-C")
+    assert state["state"] == rr.CANCELED and state["canceled_by"] == "Ctrl-C" and state["ended"]
+    assert [state["jobs"][name]["state"] for name in state["order"]] == ["FINISHED", "CANCELED", "CANCELED"]
+    assert rr.workflow_state({"a": {"status": "FINISHED"}}) == rr.FINISHED
+    assert rr.workflow_state({"a": {"status": "FINISHED"}}, transfer_failures=1) == rr.FAILED
+    assert rr.workflow_state({"a": {"status": "NOT_RUN"}}) == rr.FAILED
+
+
+def test_a_run_whose_processes_are_gone_is_lost_once_looked_at(record):
+    assert rr.settle(record)["state"] == rr.RUNNING  # this process owns it
+    rr.job_ended(record, "prepare", "FINISHED")
+    rr.job_started(record, "solve", ["node-1"])
+    record.update(lambda state: state.__setitem__("owner", a_dead_process()))
+    state = rr.settle(record)
+    assert state["state"] == rr.LOST and state["ended"]
+    assert [state["jobs"][name]["state"] for name in state["order"]] == ["FINISHED", "LOST", "NOT_RUN"]
+    assert record.state()["state"] == rr.LOST  # written so
+
+
+def test_a_run_whose_playbook_ended_before_any_job_started_is_failed(record):
+    record.update(lambda state: state.__setitem__("owner", a_dead_process()))
+    state = rr.settle(record)
+    assert state["state"] == rr.FAILED and "ended before any job started" in state["message"]
+    assert {entry["state"] for entry in state["jobs"].values()} == {"NOT_RUN"}
+    assert "ended before any job started" in views.status_lines(state)[0]
+
+
+def test_a_reused_pid_is_not_the_run_s_process_nor_is_a_zombie():
+    entry = rr.process_entry("playbook", os.getpid())
+    assert rr.process_alive(entry)
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.5)"])
+    zombie = rr.process_entry("playbook", child.pid)
+    assert rr.process_alive(zombie)
+    while open("/proc/%d/stat" % child.pid).read().rsplit(")", 1)[1].split()[0] != "Z":
+        time.sleep(0.05)  # dead, not reaped
+    assert not rr.process_alive(zombie)
+    child.wait()
+    assert not rr.process_alive(dict(entry, start="1"))
+    assert not rr.process_alive(dict(entry, boot="another-boot"))
+
+
+def test_a_canceled_run_whose_processes_are_gone_is_canceled_by_its_user(record):
+    rr.request_cancel(record, "me@controller")
+    record.update(lambda state: state.__setitem__("owner", a_dead_process()))
+    state = rr.settle(record)
+    assert state["state"] == rr.CANCELED and state["canceled_by"] == "me@controller"
+
+
+def test_a_run_just_submitted_is_running_until_its_runner_takes_it(tmp_path):
+    record = rr.submitted(str(tmp_path), RUN, b"x", ["ansible-playbook"], "wf", "/logs")
+    assert rr.settle(record)["state"] == rr.RUNNING
+    assert rr.settle(record, now=rr.seconds_of(record.state()["started"]) + 61)["state"] == rr.FAILED
+
+
+def test_runs_are_listed_newest_first_with_a_corrupt_one_named(tmp_path):
+    directory = str(tmp_path)
+    older = rr.open_record(directory, "20261203T000000Z-000001", b"x", [], JOBS, "old", "/l", a_dead_process())
+    rr.run_ended(older, rr.FINISHED)
+    older.update(lambda state: state.update(started="2026-12-03T00:00:00Z", ended="2026-12-03T01:02:03Z"))
+    newer = rr.open_record(directory, "20261204T000000Z-000002", b"x", [], JOBS, "new", "/l", this_process())
+    newer.update(lambda state: state.update(started="2026-12-04T00:00:00Z"))
+    os.makedirs(os.path.join(directory, "20261205T000000Z-000003"))
+    open(os.path.join(directory, "20261205T000000Z-000003", "state.json"), "w").write("{not json")
+    runs = views.list_runs(directory)
+    assert [entry["run"] for entry in runs] == ["20261205T000000Z-000003", "20261204T000000Z-000002",
+                                                "20261203T000000Z-000001"]
+    assert {entry["run"]: entry["state"] for entry in runs} == {
+        "20261205T000000Z-000003": "CORRUPT", "20261204T000000Z-000002": "RUNNING",
+        "20261203T000000Z-000001": "FINISHED"}
+    lines = views.runs_lines(runs)
+    assert lines[0].split() == ["run", "workflow", "state", "started", "duration"]
+    assert lines[3].split() == ["20261203T000000Z-000001", "old", "FINISHED", "2026-12-03T00:00:00Z", "1h02m03s"]
+    assert "corrupt" in [line for line in lines if "CORRUPT" in line][0]
+
+
+def test_unknown_runs_bad_ids_other_users_and_corrupt_records_say_so(record, tmp_path):
+    directory = str(tmp_path / "runs")
+    with pytest.raises(rr.RecordError, match="no run 20261204T000000Z-ffffff in .*fuzz.multinode.runs"):
+        rr.find(directory, "20261204T000000Z-ffffff")
+    with pytest.raises(rr.RecordError, match="is not a run id"):
+        rr.find(directory, "../../etc")
+    with pytest.raises(rr.RecordError, match="is user .*'s, not yours"):
+        rr.find(directory, RUN, uid=os.getuid() + 1)
+    open(record.file(rr.STATE_FILE), "w").write("{\"state\": \"RUNNING\"")
+    with pytest.raises(rr.RecordError, match="record is corrupt"):
+        rr.find(directory, RUN).state()
+
+
+def test_only_a_running_run_can_be_canceled(record):
+    views.cancelable(record.state())
+    rr.run_ended(record, rr.FINISHED)
+    with pytest.raises(rr.RecordError, match="is FINISHED since .*nothing to cancel"):
+        views.cancelable(record.state())
+
+
+def test_logs_are_every_job_s_in_order_or_the_one_named(record):
+    state = record.state()
+    assert views.logged_jobs(state, None) == ["prepare", "solve", "report"]
+    assert views.logged_jobs(state, "solve") == ["solve"]
+    assert views.job_log_path(state, "solve") == "/logs/solve.log"
+    with pytest.raises(rr.RecordError, match="has no job nope .its jobs: prepare, solve, report"):
+        views.logged_jobs(state, "nope")
+
+
+def test_resume_skips_the_finished_jobs_and_refuses_a_changed_one(record):
+    with pytest.raises(rr.RecordError, match="is RUNNING: cancel it first"):
+        rr.resume_plan(record.state(), JOBS)
+    rr.job_ended(record, "prepare", "FINISHED", "job prepare finished")
+    rr.job_ended(record, "solve", "FAILED", "rank 0 exited with status 1")
+    rr.run_ended(record, rr.FAILED)
+    assert rr.resume_plan(record.state(), JOBS) == ["prepare"]
+    changed = [JOBS[0], dict(JOBS[1], nodes=3), JOBS[2]]
+    with pytest.raises(rr.RecordError, match="job solve changed since the run"):
+        rr.resume_plan(record.state(), changed)
+    with pytest.raises(rr.RecordError, match="job extra is new"):
+        rr.resume_plan(record.state(), JOBS + [job("extra")])
+    with pytest.raises(rr.RecordError, match="job report is not in it any more"):
+        rr.resume_plan(record.state(), JOBS[:2])
+    rr.resumed(record, ["prepare"], this_process())
+    state = record.state()
+    assert state["state"] == rr.RUNNING and len(state["resumed"]) == 1
+    assert [state["jobs"][name]["state"] for name in state["order"]] == ["SKIPPED", "WAITING", "WAITING"]
+    assert [line.split() for line in views.status_lines(state)[2:5]] == [
+        ["prepare", "SKIPPED", _clock_of(state, "prepare", "start"), _clock_of(state, "prepare", "end"), "-"],
+        ["solve", "WAITING", "-", "-", "-"],
+        ["report", "WAITING", "-", "-", "-"]]
+    rr.job_ended(record, "solve", "FINISHED")
+    rr.job_ended(record, "report", "FAILED")
+    rr.run_ended(record, rr.FAILED)
+    assert rr.resume_plan(record.state(), JOBS) == ["prepare", "solve"]  # SKIPPED counts as FINISHED
+    rr.resumed(record, ["prepare", "solve"], this_process())
+    rr.run_ended(record, rr.FINISHED)
+    with pytest.raises(rr.RecordError, match="is FINISHED: there is nothing to resume"):
+        rr.resume_plan(record.state(), JOBS)
+
+
+def _clock_of(state, name, which):
+    return state["jobs"][name][which][11:19]
+
+
+def test_a_service_runs_again_on_resume(tmp_path):
+    jobs = [job("db", kind="service"), job("load", ["db"])]
+    record = rr.open_record(str(tmp_path), RUN, b"x", [], jobs, "wf", "/l", this_process())
+    rr.job_ended(record, "db", "FINISHED")
+    rr.run_ended(record, rr.FAILED)
+    assert rr.resume_plan(record.state(), jobs) == []
+
+
+def test_ansible_runner_s_command_file_keeps_no_environment_nor_secret(record):
+    artifacts = os.path.join(record.runner_dir, "artifacts", "ident")
+    os.makedirs(artifacts)
+    with open(os.path.join(artifacts, "command"), "w") as handle:
+        json.dump({"command": ["ansible-playbook", "-e", "fuzz_multinode_secrets={\"a\": 1}"], "cwd": "/w",
+                   "env": {"AWS_SECRET_ACCESS_KEY": "x"}}, handle)
+    rr.scrub_runner_command(record)
+    command = json.load(open(os.path.join(artifacts, "command")))
+    assert command == {"command": ["ansible-playbook", "-e", "fuzz_multinode_secrets=(not recorded)"],
+                       "cwd": "/w", "scrubbed": True}
