@@ -17,6 +17,7 @@ from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.fuzz.multinode.plugins.module_utils import run_record as rr
+from ansible_collections.fuzz.multinode.plugins.module_utils import run_report
 from ansible_collections.fuzz.multinode.plugins.module_utils import run_views as views
 from ansible_collections.fuzz.multinode.plugins.module_utils.controller_tasks import RUNS_ARGUMENT_SPEC
 from ansible_collections.fuzz.multinode.plugins.plugin_utils.job_report import shown_on_terminal
@@ -46,7 +47,7 @@ class ActionModule(ActionBase):
             record = rr.find(directory, args["run"])
             state = rr.settle(record)
             if args["command"] == "status":
-                display.display("\n".join(views.status_lines(state)))
+                display.display("\n".join(views.status_lines(state) + self._page(state)))
             elif args["command"] == "logs":
                 self._logs(record, state, args["job"], args["follow"])
             elif args["command"] == "cancel":
@@ -58,6 +59,18 @@ class ActionModule(ActionBase):
         except OSError as exc:
             result.update(failed=True, msg="run %s: %s" % (args["run"], exc))
         return result
+
+    @staticmethod
+    def _page(state):
+        """The run's page written anew from the state shown (a run that
+        ended before pages existed gets one too): where it is, or why not."""
+        where = rr.report_path(state)
+        if where is None:
+            return []
+        try:
+            return ["", "page: %s" % run_report.write_report(state, where)]
+        except run_report.ReportError as exc:
+            return ["", "page: not written: %s" % exc]
 
     def _logs(self, record, state, job, follow):
         """The job's log (every job's, in the run's order, without `job`) as

@@ -51,6 +51,7 @@ import re
 import time
 from typing import Any, Callable, Dict, Iterator, List, Optional
 
+from ansible_collections.fuzz.multinode.plugins.module_utils import run_report
 from ansible_collections.fuzz.multinode.plugins.module_utils.run_command import recorded_command
 
 DEFAULT_RUNS_DIR = "~/.fuzz-multinode/runs"
@@ -64,6 +65,9 @@ ENDED_JOB_STATES = (FINISHED, FAILED, CANCELED, NOT_RUN, "TIMEOUT", LOST, SKIPPE
 STATE_FILE, FUZZFILE, COMMAND_FILE, CANCEL_FILE, LOCK_FILE = (
     "state.json", "fuzzfile.yml", "command.json", "cancel.json", ".lock")
 RUNNER_DIR = "runner"
+# The run's page (run_report.py), beside its job logs, written with every
+# change of the state.
+REPORT_FILE = "report.html"
 # What a run id may be (run-job.yml makes `20261204T080102Z-a1b2c3`): no
 # path separators, so that a record is always inside the runs directory.
 RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -231,11 +235,32 @@ def user_name(uid: Optional[int] = None) -> str:
 
 # -- writing -----------------------------------------------------------------------
 
+def report_path(state: Dict[str, Any]) -> Optional[str]:
+    """Where the run's page is: beside its job logs (None: no log folder)."""
+    return os.path.join(state["log_dir"], REPORT_FILE) if state.get("log_dir") else None
+
+
 class Record:
     """One run's record directory."""
 
     def __init__(self, path: str, run: str):
         self.path, self.run = path, run
+        # Why the page could not be written last time (None: it was): the
+        # state is written all the same, the page is a view of it.
+        self.report_problem: Optional[str] = None
+
+    def save(self, state: Dict[str, Any]) -> None:
+        """Write the state, then the page drawn from it (under the lock, so
+        that the page never shows an older state than the last one)."""
+        write_json(self.file(STATE_FILE), state)
+        where = report_path(state)
+        if where is None:
+            return
+        try:
+            run_report.write_report(state, where)
+            self.report_problem = None
+        except run_report.ReportError as exc:
+            self.report_problem = str(exc)
 
     def file(self, name: str) -> str:
         return os.path.join(self.path, name)
@@ -256,7 +281,7 @@ class Record:
         with locked(self.path):
             state = self.state()
             change(state)
-            write_json(self.file(STATE_FILE), state)
+            self.save(state)
             return state
 
     def cancel_request(self) -> Optional[Dict[str, Any]]:
@@ -297,7 +322,7 @@ def open_record(directory: str, run: str, fuzzfile: bytes, argv: List[str], jobs
             state["detached"] = previous.get("detached", detached)
             state["resumed"] = previous.get("resumed") or []
             state["owner"] = list(previous.get("owner") or []) + owner
-        write_json(record.file(STATE_FILE), state)
+        record.save(state)
     return record
 
 

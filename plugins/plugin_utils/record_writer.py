@@ -28,6 +28,9 @@ class RecordWriter:
             if not self.warned:
                 display.warning("The run record %s cannot be written: %s" % (self.record.path, exc))
             self.warned = True
+        if self.record.report_problem and not self.warned:
+            display.warning(self.record.report_problem)
+            self.warned = True
 
     def started(self, name, hosts):
         self._write(rr.job_started, name, hosts)

@@ -44,8 +44,8 @@ def a_dead_process():
 def record(tmp_path):
     fuzzfile = b"version: v4\njobs: {}\n"
     argv = ["ansible-playbook", "run-job.yml", "-e", "fuzzfile=wf.yml", "-e", "fuzz_multinode_secrets={\"t\": 1}"]
-    return rr.open_record(str(tmp_path / "runs"), RUN, fuzzfile, argv, JOBS, "wf", "/logs", this_process(),
-                          fuzzfile_path="/home/me/wf.yml")
+    return rr.open_record(str(tmp_path / "runs"), RUN, fuzzfile, argv, JOBS, "wf", str(tmp_path / "logs"),
+                          this_process(), fuzzfile_path="/home/me/wf.yml")
 
 
 def test_the_record_is_private_and_holds_the_fuzzfile_and_every_job(record, tmp_path):
@@ -89,7 +89,7 @@ def test_a_shared_runs_directory_is_left_as_it_is_and_each_record_is_private(tmp
     assert stat.S_IMODE(os.stat(record.path).st_mode) == 0o700
 
 
-def test_jobs_and_services_are_recorded_as_they_run(record):
+def test_jobs_and_services_are_recorded_as_they_run(record, tmp_path):
     rr.job_started(record, "prepare", ["node-1", "node-2"])
     state = record.state()["jobs"]["prepare"]
     assert state["state"] == rr.RUNNING and state["hosts"] == ["node-1", "node-2"] and state["start"]
@@ -100,7 +100,8 @@ def test_jobs_and_services_are_recorded_as_they_run(record):
     rr.job_ended(record, "prepare", "FAILED", "rank 1 exited with status 3", 2.5, ranks)
     entry = record.state()["jobs"]["prepare"]
     assert entry["state"] == "FAILED" and entry["duration"] == 2.5 and entry["end"]
-    assert entry["log"] == "/logs/prepare.log" and entry["rank_logs"] == "/logs/prepare"
+    logs = str(tmp_path / "logs")
+    assert entry["log"] == logs + "/prepare.log" and entry["rank_logs"] == logs + "/prepare"
     assert entry["ranks"][1]["status"] == 3 and entry["ranks"][1]["start"] == "2026-12-04T07:59:09.800Z"
     assert "calls" not in entry["ranks"][0]
     rr.job_event(record, "solve", "ready")
@@ -108,7 +109,7 @@ def test_jobs_and_services_are_recorded_as_they_run(record):
     lines = views.status_lines(record.state())
     assert lines[0].startswith("run %s (wf): RUNNING" % RUN)
     assert any(line.split()[:2] == ["prepare", "FAILED"] for line in lines)
-    assert any(line.split()[:5] == ["1", "prepare-1", "node-2", "3", "/logs/prepare/rank-1.log"] for line in lines)
+    assert any(line.split()[:5] == ["1", "prepare-1", "node-2", "3", logs + "/prepare/rank-1.log"] for line in lines)
 
 
 def test_the_end_of_a_run_ends_every_job(record):
@@ -164,7 +165,7 @@ def test_a_canceled_run_whose_processes_are_gone_is_canceled_by_its_user(record)
 
 
 def test_a_run_just_submitted_is_running_until_its_runner_takes_it(tmp_path):
-    record = rr.submitted(str(tmp_path), RUN, b"x", ["ansible-playbook"], "wf", "/logs")
+    record = rr.submitted(str(tmp_path), RUN, b"x", ["ansible-playbook"], "wf", str(tmp_path / "logs"))
     assert rr.settle(record)["state"] == rr.RUNNING
     assert rr.settle(record, now=rr.seconds_of(record.state()["started"]) + 61)["state"] == rr.FAILED
 
@@ -210,11 +211,11 @@ def test_only_a_running_run_can_be_canceled(record):
         views.cancelable(record.state())
 
 
-def test_logs_are_every_job_s_in_order_or_the_one_named(record):
+def test_logs_are_every_job_s_in_order_or_the_one_named(record, tmp_path):
     state = record.state()
     assert views.logged_jobs(state, None) == ["prepare", "solve", "report"]
     assert views.logged_jobs(state, "solve") == ["solve"]
-    assert views.job_log_path(state, "solve") == "/logs/solve.log"
+    assert views.job_log_path(state, "solve") == str(tmp_path / "logs" / "solve.log")
     with pytest.raises(rr.RecordError, match="has no job nope .its jobs: prepare, solve, report"):
         views.logged_jobs(state, "nope")
 
@@ -273,3 +274,18 @@ def test_ansible_runner_s_command_file_keeps_no_environment_nor_secret(record):
     command = json.load(open(os.path.join(artifacts, "command")))
     assert command == {"command": ["ansible-playbook", "-e", "fuzz_multinode_secrets=(not recorded)"],
                        "cwd": "/w", "scrubbed": True}
+
+
+def test_every_change_of_the_state_draws_the_runs_page_beside_its_logs(record, tmp_path):
+    """report.html (run_report.py), private, written with the state it shows;
+    a page that cannot be written is said once, the state written all the same."""
+    page = tmp_path / "logs" / "report.html"
+    assert "prepare" in page.read_text() and "WAITING" in page.read_text()
+    assert stat.S_IMODE(page.stat().st_mode) == 0o600
+    rr.job_ended(record, "prepare", "FAILED", "rank 1 exited with status 3")
+    assert "rank 1 exited with status 3" in page.read_text()
+    page.unlink()
+    (tmp_path / "logs" / "report.html").mkdir(mode=0o700)  # not a file: cannot be replaced
+    rr.job_started(record, "solve", ["node-1"])
+    assert record.state()["jobs"]["solve"]["state"] == rr.RUNNING
+    assert record.report_problem and "report.html cannot be written" in record.report_problem

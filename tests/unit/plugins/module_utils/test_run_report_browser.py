@@ -9,24 +9,19 @@ temporary directory). scripts/setup installs chromium and graphviz."""
 
 import os
 import re
-import subprocess
+import sys
 
 from ansible_collections.fuzz.multinode.plugins.module_utils import run_graph, run_report
 
 from report_runs import HOSTILE, JOBS, Page, finished_run, write_logs
 
-BROWSER = ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr", "--v=0",
-           "--window-size=1280,1600"]
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "..",
+                                "molecule", "shared"))
+import browser  # noqa: E402
 
 
 def browse(tmp_path, page, *what):
-    """Chromium's stdout and its console messages (each `... CONSOLE ...` log line),
-    in a profile of its own (tests run side by side)."""
-    profile = str(tmp_path / "chromium-profile")
-    done = subprocess.run(BROWSER + ["--user-data-dir=" + profile] + list(what) + ["file://" + page],
-                          capture_output=True, text=True, timeout=120, check=False)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return done.stdout, [line for line in done.stderr.splitlines() if ":CONSOLE" in line or "Uncaught" in line]
+    return browser.browse(tmp_path / "chromium-profile", page, *what)
 
 
 def test_the_console_check_sees_an_error_on_a_page_that_has_one(tmp_path):
