@@ -31,6 +31,7 @@ from ansible.errors import AnsibleConnectionFailure
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
+from ansible_collections.fuzz.multinode.plugins.module_utils import run_record
 from ansible_collections.fuzz.multinode.plugins.module_utils.node_runtime import (
     LAUNCH_JOB_ARGUMENT_SPEC,
     RuntimeRefused,
@@ -178,9 +179,21 @@ class ActionModule(ActionBase):
         self._cancel(args, "the controller: the playbook was interrupted (%s)" % name)
         self._after_cancel(args, log, grace)
         self._unregister(args, grace)
+        if args["record"] and args["interrupt_ends_run"]:
+            self._record_canceled(args, "the playbook was interrupted (%s)" % name)
         signals.end_as_ansible_would()
         return dict(failed=True, finished=True, status="CANCELED",
                     msg="job %s canceled: the playbook was interrupted (%s)" % (args["job"], name))
+
+    @staticmethod
+    def _record_canceled(args, why):
+        """The run ends with this job (one job at a time, no workflow
+        runner): its record says CANCELED, and why. Best effort: the job is
+        canceled whatever the record says."""
+        try:
+            run_record.run_ended(run_record.Record(args["record"], args["run"]), run_record.CANCELED, why)
+        except (OSError, run_record.RecordError) as exc:
+            display.warning("The run record %s cannot be written: %s" % (args["record"], exc))
 
     def _request(self, args, log, subcommand, wait=0.0):
         """The runtime's `start` or `status` on the head: the job's status,

@@ -55,6 +55,9 @@ LAUNCH_JOB_ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = dict(
     ready_file=dict(type="path"),
     stop_file=dict(type="path"),
     interrupt_ends_run=dict(type="bool", default=True),
+    # The run record (run_record.py) an interrupt that ends the run marks
+    # CANCELED ("": none).
+    record=dict(type="str", default=""),
 )
 
 # The options of fuzz.multinode.run_volumes, likewise.

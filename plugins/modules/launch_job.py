@@ -108,6 +108,13 @@ options:
         false for the jobs it runs, and removes them itself after an
         interrupt.
     type: bool
+  record:
+    description:
+      - The run's record directory on the controller (C(fuzz.multinode.run_record)).
+        An interrupt that ends the run (O(interrupt_ends_run)) marks the run and this job
+        CANCELED there, as a Ctrl-C of the workflow runner does; empty, no record.
+    type: str
+    default: ""
     default: true
 extends_documentation_fragment:
   - fuzz.multinode.attributes

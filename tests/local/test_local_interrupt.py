@@ -3,9 +3,11 @@ machine): the job stops, its log says why, and nothing of it is left
 behind, although no play comes to clean up after an interrupted one: no
 process, no rank host names in /etc/hosts, no job directory (the job's spec,
 secrets and pinned namespaces), and no ephemeral volume of its run (the
-run ends with the job)."""
+run ends with the job). The run's record says CANCELED, and why."""
 
+import json
 import os
+import re
 import shutil
 import signal
 import tempfile
@@ -79,6 +81,10 @@ def test_ctrl_c_stops_the_job_and_leaves_nothing_of_it_on_this_machine(workdir, 
         log = (directory / "logs" / (JOB + ".log")).read_text().splitlines()
         assert ("multinode-ssh-wrapper: job %s canceled by the controller: "
                 "the playbook was interrupted (SIGINT)" % JOB) in log, log
+        run = re.search(r"run (\d{8}T\d{6}Z-[0-9a-f]{6})", output).group(1)
+        record = json.loads((lj.RUNS_DIR / run / "state.json").read_text())
+        assert (record["state"], record["canceled_by"], record["jobs"][JOB]["state"]) == (
+            "CANCELED", "the playbook was interrupted (SIGINT)", "CANCELED"), record
     finally:
         lj.end_playbook(proc, [JOB])
         shutil.rmtree(volume_root.parent, ignore_errors=True)
