@@ -45,6 +45,7 @@ from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.fuzz.multinode.plugins.module_utils import device_fit
+from ansible_collections.fuzz.multinode.plugins.module_utils import run_views as views
 from ansible_collections.fuzz.multinode.plugins.module_utils.controller_tasks import WORKFLOW_JOBS_ARGUMENT_SPEC
 from ansible_collections.fuzz.multinode.plugins.module_utils.node_runtime import RuntimeRefused
 from ansible_collections.fuzz.multinode.plugins.plugin_utils.child_playbook import NotPassable, child_command
@@ -97,7 +98,8 @@ def plan_entry(job, node_devices, local, pinned):
     return entry
 
 
-def outcome(name, status, message="", started=None, ended=None, duration=None, row_format="%s  %s  %s  %s  %s  %s"):
+def outcome(name, status, message="", started=None, ended=None, duration=None,
+            row_format="%s  %s  %s  %s  %s  %s  %s", waits_for="-"):
     """A job's entry in the workflow's outcomes, as roles/workflow/tasks/step.yml
     records it for a job run in the play."""
     seconds = "%.1f" % float(duration) if duration is not None else "-"
@@ -105,7 +107,8 @@ def outcome(name, status, message="", started=None, ended=None, duration=None, r
     return {"status": status, "message": message,
             "start": utc_clock(started), "end": utc_clock(ended), "seconds": seconds,
             "summary": name + " " + status + ("" if status == FINISHED else ": " + message),
-            "row": (row_format % (name, status, utc_clock(started), utc_clock(ended), seconds, details)).strip()}
+            "row": (row_format % (name, status, utc_clock(started), utc_clock(ended), seconds, waits_for,
+                                  details)).strip()}
 
 
 def reported(name, report, returncode):
@@ -413,7 +416,7 @@ class ActionModule(ActionBase):
             # Stopped because it had done its part: the workflow's success.
             status, message = FINISHED, "service %s stopped: %s" % (member.name, member.no_longer_needed)
         self.outcomes[member.name] = outcome(member.name, status, message, member.started, member.ended, duration,
-                                             self.args["row_format"])
+                                             self.args["row_format"], self._after(member.name))
         self.record.ended(member.name, self.outcomes[member.name], (member.report().get("launch") or {}).get("ranks"),
                           duration)
         for name in schedule.ended(member.name, status, message):
@@ -423,19 +426,25 @@ class ActionModule(ActionBase):
         message = "job %s did not start: its ansible-playbook cannot run: %s" % (name, exc)
         self._show(["[%s] %s" % (name, message)])
         now = time.time()
-        self.outcomes[name] = outcome(name, "FAILED", message, now, now, None, self.args["row_format"])
+        self.outcomes[name] = outcome(name, "FAILED", message, now, now, None, self.args["row_format"],
+                                      self._after(name))
         self.record.ended(name, self.outcomes[name])
         for blocked in schedule.ended(name, "FAILED"):
             self._not_run(blocked, schedule.messages[blocked])
 
     def _not_run(self, name, message):
-        self.outcomes[name] = outcome(name, NOT_RUN, message, row_format=self.args["row_format"])
+        self.outcomes[name] = outcome(name, NOT_RUN, message, row_format=self.args["row_format"],
+                                      waits_for=self._after(name))
         self.record.ended(name, self.outcomes[name])
         self._show(["[%s] %s" % (name, message)])
 
     def _show(self, lines):
         if lines and not self.quiet:
             display.display("\n".join(lines))
+
+    def _after(self, name):
+        """What the job waits for, in the outcome table (the workflow's graph)."""
+        return views.after(self.units[name])
 
     # -- after an interrupt ----------------------------------------------------------
 
@@ -446,8 +455,9 @@ class ActionModule(ActionBase):
         for name, member in self.members.items():
             if name not in self.outcomes:  # it did not end in time: it still cancels on its own
                 self.outcomes[name] = outcome(name, "CANCELED", "job %s canceled: %s" % (name, interrupted),
-                                              member.started, None, None, self.args["row_format"])
-        header = self.args["row_format"] % ("job", "status", "start", "end", "seconds", "details")
+                                              member.started, None, None, self.args["row_format"],
+                                              self._after(name))
+        header = self.args["row_format"] % ("job", "status", "start", "end", "seconds", "after", "details")
         rows = [header.strip()] + [self.outcomes[name]["row"] for name in schedule.order if name in self.outcomes]
         self.record.canceled(interrupted)
         self._tell_terminal(["", "workflow canceled: %s" % interrupted] + rows + self._clean_up())

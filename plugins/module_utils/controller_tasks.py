@@ -115,7 +115,7 @@ WORKFLOW_JOBS_ARGUMENT_SPEC: Dict[str, Any] = dict(
     volume_sharing=dict(type="str", default="auto", choices=list(VOLUME_SHARINGS)),
     settings=dict(type="dict", default={}),
     files=dict(type="dict", default={}),
-    row_format=dict(type="str", default="%s  %s  %s  %s  %s  %s"),
+    row_format=dict(type="str", default="%s  %s  %s  %s  %s  %s  %s"),
     record=dict(type="str", default=""),
 )
 

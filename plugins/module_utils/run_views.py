@@ -97,9 +97,24 @@ def _clock(stamp: Optional[str]) -> str:
     return stamp[11:19] if stamp and len(stamp) >= 19 else "-"
 
 
+def after(job: Dict[str, Any]) -> str:
+    """What a job waits for, as the job tables show the workflow's graph:
+    `prepare, db (RUNNING)`, `-` for nothing. `job` is a Fuzzfile job
+    (depends_on entries {name, status}) or a record's (names, and the
+    services it needs RUNNING in running_deps)."""
+    names = []
+    for dep in job.get("depends_on") or []:
+        if isinstance(dep, dict):
+            names.append(dep["name"] + (" (RUNNING)" if dep.get("status") == "RUNNING" else ""))
+        else:
+            names.append(str(dep))
+    names += ["%s (RUNNING)" % dep for dep in job.get("running_deps") or []]
+    return ", ".join(names) or "-"
+
+
 def status_lines(state: Dict[str, Any]) -> List[str]:
     """The run's state, then the per-job table of the end of a foreground
-    run (job, status, start, end, seconds, details) and a row per rank of
+    run (job, status, start, end, seconds, after, details) and a row per rank of
     every job that has ranks recorded, or runs."""
     title = "run %s (%s): %s, started %s" % (state["run"], state.get("workflow") or "-", state["state"],
                                              state.get("started") or "-")
@@ -114,12 +129,12 @@ def status_lines(state: Dict[str, Any]) -> List[str]:
     jobs = state["jobs"]
     order = [name for name in state.get("order") or [] if name in jobs] + sorted(
         name for name in jobs if name not in (state.get("order") or []))
-    rows = [("job", "status", "start", "end", "seconds", "details")]
+    rows = [("job", "status", "start", "end", "seconds", "after", "details")]
     for name in order:
         entry = jobs[name]
         duration = entry.get("duration")
         rows.append((name, entry.get("state") or "-", _clock(entry.get("start")), _clock(entry.get("end")),
-                     "-" if duration is None else "%.1f" % float(duration),
+                     "-" if duration is None else "%.1f" % float(duration), after(entry),
                      "" if entry.get("state") in (FINISHED, SKIPPED) else entry.get("message") or ""))
     lines = [title] + table(rows)
     for name in order:

@@ -103,9 +103,11 @@ options:
     type: dict
     default: {}
   row_format:
-    description: printf-style format of a row of the outcome table (job, status, start, end, seconds, details).
+    description: >-
+      printf-style format of a row of the outcome table (job, status, start, end, seconds, after,
+      details); after is what the job waited for (the C(fuzz.multinode.job_after) filter).
     type: str
-    default: "%s  %s  %s  %s  %s  %s"
+    default: "%s  %s  %s  %s  %s  %s  %s"
   record:
     description:
       - The run record's directory (C(fuzz.multinode.run_record)'s RV(fuzz.multinode.run_record#module:record)),

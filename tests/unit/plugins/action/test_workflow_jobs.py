@@ -13,7 +13,7 @@ from unittest import mock
 from ansible_collections.fuzz.multinode.plugins.action.workflow_jobs import Member, outcome, plan_entry, reported
 from ansible_collections.fuzz.multinode.plugins.callback.workflow_job import CallbackModule
 
-ROW = "%-6s  %-8s  %-8s  %-8s  %7s  %s"
+ROW = "%-6s  %-8s  %-8s  %-8s  %7s  %-5s  %s"
 
 
 def needs(job, host_count, local=False):
@@ -41,10 +41,10 @@ def test_an_outcome_has_the_rows_fields_as_the_play_records_them():
     finished = outcome("solve", "FINISHED", "", 3600.0, 3725.5, 120.25, ROW)
     assert finished == {"status": "FINISHED", "message": "", "start": "01:00:00", "end": "01:02:05",
                         "seconds": "120.2", "summary": "solve FINISHED",
-                        "row": "solve   FINISHED  01:00:00  01:02:05    120.2"}
+                        "row": "solve   FINISHED  01:00:00  01:02:05    120.2  -"}
     not_run = outcome("report", "NOT_RUN", "job report not run: it depends on solve, which did not finish",
-                      row_format=ROW)
-    assert not_run["row"] == ("report  NOT_RUN   -         -               -  job report not run: it depends "
+                      row_format=ROW, waits_for="solve")
+    assert not_run["row"] == ("report  NOT_RUN   -         -               -  solve  job report not run: it depends "
                               "on solve, which did not finish")
     assert not_run["summary"] == "report NOT_RUN: job report not run: it depends on solve, which did not finish"
 

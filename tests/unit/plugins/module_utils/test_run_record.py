@@ -239,9 +239,9 @@ def test_resume_skips_the_finished_jobs_and_refuses_a_changed_one(record):
     assert state["state"] == rr.RUNNING and len(state["resumed"]) == 1
     assert [state["jobs"][name]["state"] for name in state["order"]] == ["SKIPPED", "WAITING", "WAITING"]
     assert [line.split() for line in views.status_lines(state)[2:5]] == [
-        ["prepare", "SKIPPED", _clock_of(state, "prepare", "start"), _clock_of(state, "prepare", "end"), "-"],
-        ["solve", "WAITING", "-", "-", "-"],
-        ["report", "WAITING", "-", "-", "-"]]
+        ["prepare", "SKIPPED", _clock_of(state, "prepare", "start"), _clock_of(state, "prepare", "end"), "-", "-"],
+        ["solve", "WAITING", "-", "-", "-", "prepare"],
+        ["report", "WAITING", "-", "-", "-", "solve"]]
     rr.job_ended(record, "solve", "FINISHED")
     rr.job_ended(record, "report", "FAILED")
     rr.run_ended(record, rr.FAILED)
@@ -289,3 +289,12 @@ def test_every_change_of_the_state_draws_the_runs_page_beside_its_logs(record, t
     rr.job_started(record, "solve", ["node-1"])
     assert record.state()["jobs"]["solve"]["state"] == rr.RUNNING
     assert record.report_problem and "report.html cannot be written" in record.report_problem
+
+
+def test_the_tables_after_column_shows_what_each_job_waits_for():
+    """The workflow's graph in the job tables (run_views.after): a Fuzzfile
+    job's depends-on, a record's names and the services it needs RUNNING."""
+    assert views.after({"depends_on": []}) == "-"
+    assert views.after({"depends_on": [{"name": "prepare", "status": "FINISHED"},
+                                       {"name": "db", "status": "RUNNING"}]}) == "prepare, db (RUNNING)"
+    assert views.after({"depends_on": ["prepare"], "running_deps": ["db"]}) == "prepare, db (RUNNING)"
