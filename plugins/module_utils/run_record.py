@@ -25,7 +25,7 @@ statuses: never a secret value.
     {"run", "workflow", "state", "started", "ended", "user", "detached",
      "resumed": [times], "owner": [{"role", "pid", "start", "boot"}],
      "log_dir", "order": [names], "canceled_by",
-     "jobs": {name: {"kind", "depends_on", "running_deps", "nodes",
+     "jobs": {name: {"kind", "image", "depends_on", "running_deps", "nodes",
                      "task_array", "form", "state", "start", "end",
                      "duration", "message", "hosts", "ready", "stopping",
                      "ranks": [{"rank", "task_id", "name", "node", "state",
@@ -217,7 +217,7 @@ def job_form(job: Dict[str, Any]) -> str:
 
 def job_entry(job: Dict[str, Any]) -> Dict[str, Any]:
     dependencies = job.get("depends_on") or []
-    return {"kind": job.get("kind") or "job", "nodes": job.get("nodes"),
+    return {"kind": job.get("kind") or "job", "nodes": job.get("nodes"), "image": job.get("image_uri") or "",
             "task_array": bool(job.get("task_array")), "form": job_form(job),
             "depends_on": [dep["name"] for dep in dependencies if dep.get("status", FINISHED) != RUNNING],
             "running_deps": [dep["name"] for dep in dependencies if dep.get("status") == RUNNING],

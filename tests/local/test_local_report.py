@@ -66,6 +66,7 @@ def test_chromium_shows_every_job_with_its_state_and_a_clean_console(report_run,
         assert section, (name, dom[-3000:])
         assert state in section.group(0), (name, section.group(0)[:2000])
     assert "<b>hard</b>" not in dom
+    assert "<dt>image</dt><dd>docker://mirror.gcr.io/library/debian:bookworm</dd>" in dom
     artifacts = os.environ.get("FUZZ_MULTINODE_TEST_ARTIFACTS") or str(tmp_path)
     os.makedirs(artifacts, exist_ok=True)
     screenshot = os.path.join(artifacts, "report-local-run.png")
