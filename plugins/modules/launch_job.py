@@ -108,6 +108,7 @@ options:
         false for the jobs it runs, and removes them itself after an
         interrupt.
     type: bool
+    default: true
   record:
     description:
       - The run's record directory on the controller (C(fuzz.multinode.run_record)).
@@ -115,7 +116,6 @@ options:
         CANCELED there, as a Ctrl-C of the workflow runner does; empty, no record.
     type: str
     default: ""
-    default: true
 extends_documentation_fragment:
   - fuzz.multinode.attributes
 attributes:
