@@ -1,21 +1,16 @@
-"""Detached runs on the cluster (README "Long runs"): submitted with
--e fuzz_multinode_detach=true a run returns at once and runs in the
+"""A detached run on the cluster (README "Long runs"): submitted with
+-e fuzz_multinode_detach=true it returns at once and runs in the
 background, a 2-node job and a 1-node job at the same time (the workflow
 runner, each job in a playbook of its own); `fuzz.multinode.cancel` stops
 it as Ctrl-C would: its record says CANCELED and by whom, and nothing of
-it is left on any node. Two detached runs at once stay apart; a run whose
-controller process is killed (kill -9) is LOST, the nodes cancel its job
-on their own, and `fuzz.multinode.resume` runs only what did not finish."""
+it is left on any node."""
 
 import json
 import os
 import re
-import shutil
-import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 sys.path.insert(0, os.path.join(os.environ["MOLECULE_PROJECT_DIRECTORY"], "molecule", "shared"))
 import node_runtime  # noqa: E402  (what the nodes' runtime holds of a job)
@@ -74,113 +69,3 @@ def test_a_detached_run_is_canceled_and_leaves_nothing_on_any_node(tmp_path):
         "held-pair": "CANCELED", "held-one": "CANCELED"}, state
     assert processes_on_all_nodes() == NO_PROCESSES
     assert registered_anywhere() == {}
-
-
-# count-b (2 nodes) waits forever the first time it runs and finishes the
-# second: the counter in the persistent volume says how often each job ran.
-COUNTED = """\
-version: v4
-volumes:
-  keep:
-    reference: volume://user/persistent/fmn-cluster-resume
-jobs:
-  count-a:
-    image: {uri: docker://alpine:3.20}
-    mounts: {/keep: keep}
-    command: [/bin/sh, -c, "echo a >>/keep/counter; echo count-a counted"]
-  count-b:
-    image: {uri: docker://alpine:3.20}
-    depends-on: [{name: count-a, status: FINISHED}]
-    mounts: {/keep: keep}
-    command:
-      - /bin/sh
-      - -c
-      - echo b >>/keep/counter; echo count-b runs; [ $(grep -c b /keep/counter) -ge 2 ] || exec sleep 1000
-    multinode: {nodes: 2, implementation: generic}
-"""
-# A run beside it, at the same time: its rank sees none of the other run's
-# processes (each run has a PID namespace of its own on a node).
-APART = """\
-version: v4
-jobs:
-  apart:
-    image: {uri: docker://alpine:3.20}
-    command: [/bin/sh, -c, 'sleep 2; echo "apart in $FB_WORKFLOW_ID sees $(ps -o comm | grep -c sleep) sleeps"']
-"""
-# Where the nodes' shared volume root is on this machine (molecule.yml).
-VOLUMES = Path("/var/tmp/fmn-workflow-volumes")
-SETTINGS = {"fuzz_multinode_controller_timeout": 10}
-
-
-def submit(tmp_path, name, text, runs):
-    fuzzfile = tmp_path / (name + ".yml")
-    fuzzfile.write_text(text)
-    argv, env = user_playbook.playbook(fuzzfile, tmp_path / name, extra_vars=dict(
-        SETTINGS, fuzz_multinode_detach="true", fuzz_multinode_runs_dir=runs))
-    submitted = subprocess.run(argv, cwd=PROJECT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               text=True, timeout=120, check=False)
-    assert submitted.returncode == 0, submitted.stdout[-6000:]
-    return re.search(r"run (\S+) submitted in the background", submitted.stdout).group(1), argv, env
-
-
-def state_of(runs, run):
-    return json.loads((runs / run / "state.json").read_text())
-
-
-def wait_for(what, within):
-    deadline = time.monotonic() + within
-    while not what():
-        assert time.monotonic() < deadline, "not within %d s" % within
-        time.sleep(0.5)
-
-
-def collection_playbook(argv, env, name, *extra):
-    done = subprocess.run([argv[0], "fuzz.multinode." + name] + list(extra), cwd=PROJECT, env=env,
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=400, check=False)
-    return done.returncode, done.stdout
-
-
-def test_two_runs_at_once_stay_apart_and_a_killed_one_is_lost_then_resumed(tmp_path):
-    shutil.rmtree(VOLUMES / "persistent" / "fmn-cluster-resume", ignore_errors=True)
-    runs = tmp_path / "runs"
-    counted, argv, env = submit(tmp_path, "counted", COUNTED, runs)
-    try:
-        log = tmp_path / "counted" / "count-b.log"
-
-        def count_b_waits():
-            return (state_of(runs, counted)["jobs"].get("count-b", {}).get("state") == "RUNNING"
-                    and log.exists() and "count-b runs" in log.read_text(errors="replace"))
-        wait_for(count_b_waits, 240)
-        apart, _unused, _unused = submit(tmp_path, "apart", APART, runs)
-        wait_for(lambda: state_of(runs, apart)["state"] != "RUNNING", 240)
-        assert state_of(runs, apart)["state"] == "FINISHED", state_of(runs, apart)
-        assert (tmp_path / "apart" / "apart.log").read_text() == "apart in %s sees 0 sleeps\n" % apart
-        assert state_of(runs, counted)["jobs"]["count-b"]["state"] == "RUNNING"  # untouched by the other run
-        # The controller dies: kill -9 of the background runner and its playbook.
-        for entry in state_of(runs, counted)["owner"]:
-            try:
-                os.killpg(os.getpgid(entry["pid"]), signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        rc, status = collection_playbook(argv, env, "status", "-e", "run=" + counted,
-                                         "-e", "fuzz_multinode_runs_dir=%s" % runs)
-        assert rc == 0 and "run %s (counted): LOST" % counted in status, status
-        # The head cancels the job once the controller is gone for its timeout.
-        wait_for(lambda: processes_on_all_nodes() == NO_PROCESSES and registered_anywhere() == {}, 120)
-        resume = ["-i", os.environ["MOLECULE_INVENTORY_FILE"], "-e", "run=" + counted,
-                  "-e", "fuzz_multinode_runs_dir=%s" % runs, "-e", "log_dir=%s" % (tmp_path / "resumed")]
-        resume += [word for item in SETTINGS.items() for word in ("-e", "%s=%s" % item)]
-        rc, output = collection_playbook(argv, env, "resume", *resume)
-        assert rc == 0, output[-6000:]
-        assert (VOLUMES / "persistent" / "fmn-cluster-resume" / "counter").read_text() == "a\nb\nb\n"
-        state = state_of(runs, counted)
-        assert state["state"] == "FINISHED" and state["jobs"]["count-a"]["state"] == "SKIPPED", state
-        assert not (tmp_path / "resumed" / "count-a.log").exists()
-        assert (tmp_path / "resumed" / "report.html").exists()
-        assert processes_on_all_nodes() == NO_PROCESSES
-        assert registered_anywhere() == {}
-
-    finally:  # a test that failed halfway leaves nothing running for the next ones
-        if state_of(runs, counted)["state"] == "RUNNING":
-            collection_playbook(argv, env, "cancel", "-e", "run=" + counted,
-                                "-e", "fuzz_multinode_runs_dir=%s" % runs)
