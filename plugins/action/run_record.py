@@ -51,7 +51,7 @@ class ActionModule(ActionBase):
             record = rr.find(directory, args["run"])
             skip = rr.resume_plan(rr.settle(record), args["jobs"])
             if not args["detach"]:
-                rr.resumed(record, skip, playbook)
+                rr.resumed(record, skip, playbook, args["log_dir"])
             display.display("run %s resumed: %s" % (args["run"], "skipping %s, FINISHED in it" % ", ".join(skip)
                                                     if skip else "no job of it had FINISHED"))
         else:

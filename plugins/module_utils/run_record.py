@@ -507,17 +507,20 @@ def resume_plan(state: Dict[str, Any], jobs: List[Dict[str, Any]]) -> List[str]:
             if recorded[name].get("state") in (FINISHED, SKIPPED) and recorded[name].get("kind") != "service"]
 
 
-def resumed(record: Record, skipped: List[str], owner: List[Dict[str, Any]]) -> None:
+def resumed(record: Record, skipped: List[str], owner: List[Dict[str, Any]], log_dir: str) -> None:
     """The run runs again: RUNNING, its skipped jobs SKIPPED (their times
-    kept), the others WAITING, a new owner."""
+    and logs kept), the others WAITING, their logs to come in `log_dir`
+    (the page too), a new owner."""
     def change(state: Dict[str, Any]) -> None:
-        state.update(state=RUNNING, ended=None, canceled_by=None, message=None, owner=owner)
+        state.update(state=RUNNING, ended=None, canceled_by=None, message=None, owner=owner, log_dir=log_dir)
         state["resumed"] = list(state.get("resumed") or []) + [utc()]
         for name, entry in state["jobs"].items():
             if name in skipped:
                 entry["state"] = SKIPPED
             else:
                 entry.update(state=WAITING, start=None, end=None, duration=None, message="", hosts=[], ranks=[])
+                entry.pop("log", None)
+                entry.pop("rank_logs", None)
     record.update(change)
     with contextlib.suppress(FileNotFoundError):
         os.remove(record.file(CANCEL_FILE))

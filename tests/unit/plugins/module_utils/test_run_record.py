@@ -220,7 +220,7 @@ def test_logs_are_every_job_s_in_order_or_the_one_named(record, tmp_path):
         views.logged_jobs(state, "nope")
 
 
-def test_resume_skips_the_finished_jobs_and_refuses_a_changed_one(record):
+def test_resume_skips_the_finished_jobs_and_refuses_a_changed_one(record, tmp_path):
     with pytest.raises(rr.RecordError, match="is RUNNING: cancel it first"):
         rr.resume_plan(record.state(), JOBS)
     rr.job_ended(record, "prepare", "FINISHED", "job prepare finished")
@@ -234,7 +234,7 @@ def test_resume_skips_the_finished_jobs_and_refuses_a_changed_one(record):
         rr.resume_plan(record.state(), JOBS + [job("extra")])
     with pytest.raises(rr.RecordError, match="job report is not in it any more"):
         rr.resume_plan(record.state(), JOBS[:2])
-    rr.resumed(record, ["prepare"], this_process())
+    rr.resumed(record, ["prepare"], this_process(), str(tmp_path / "logs"))
     state = record.state()
     assert state["state"] == rr.RUNNING and len(state["resumed"]) == 1
     assert [state["jobs"][name]["state"] for name in state["order"]] == ["SKIPPED", "WAITING", "WAITING"]
@@ -246,10 +246,23 @@ def test_resume_skips_the_finished_jobs_and_refuses_a_changed_one(record):
     rr.job_ended(record, "report", "FAILED")
     rr.run_ended(record, rr.FAILED)
     assert rr.resume_plan(record.state(), JOBS) == ["prepare", "solve"]  # SKIPPED counts as FINISHED
-    rr.resumed(record, ["prepare", "solve"], this_process())
+    rr.resumed(record, ["prepare", "solve"], this_process(), str(tmp_path / "logs"))
     rr.run_ended(record, rr.FINISHED)
     with pytest.raises(rr.RecordError, match="is FINISHED: there is nothing to resume"):
         rr.resume_plan(record.state(), JOBS)
+
+
+def test_a_resume_into_another_log_directory_finds_each_job_s_log_where_it_was_written(record, tmp_path):
+    rr.job_ended(record, "prepare", "FINISHED")
+    rr.job_ended(record, "solve", "FAILED")
+    rr.run_ended(record, rr.FAILED)
+    rr.resumed(record, ["prepare"], this_process(), str(tmp_path / "again"))
+    state = record.state()
+    assert views.job_log_path(state, "prepare") == str(tmp_path / "logs" / "prepare.log")
+    assert views.job_log_path(state, "solve") == str(tmp_path / "again" / "solve.log")  # while it runs again
+    rr.job_ended(record, "solve", "FINISHED")
+    assert views.job_log_path(record.state(), "solve") == str(tmp_path / "again" / "solve.log")
+    assert rr.report_path(record.state()) == str(tmp_path / "again" / rr.REPORT_FILE)
 
 
 def _clock_of(state, name, which):
