@@ -62,7 +62,7 @@ jobs in local mode on this machine too (the 4-rank row).
     8 wrapper calls at once         vs 8 multiplexed ssh at once      <= 1.5x
     forwarded output, 50 MB of      vs the same lines through ssh     >= 0.8x
       100-byte lines from a worker     into a file on the head           (throughput)
-    trivial job, run-job.yml, 9     vs ansible multinode -m command   <= 3x
+    trivial job, run-job.yml, 9     vs ansible multinode -m command   <= 2x
       prepared hosts
     trivial 4-rank local-mode job   vs ansible localhost -m command   <= 3x
     Open MPI mpi_hello_world, 2     vs the same with plain ssh        <= 1.1x
@@ -76,6 +76,11 @@ jobs in local mode on this machine too (the 4-rank row).
       on 4 hosts
     diamond: 1 -> 3 -> 1 one-node   vs one job at a time              <= 0.8x
       jobs of 10 s (bench/diamond.yml)
+
+  the scale rows (row group scale, measured last: it grows the cluster to
+  each size of --scale, 33 by default, and prepares the new nodes first):
+    trivial job, run-job.yml, N     vs ansible multinode -m command   <= 2x
+      prepared hosts                   on the same N hosts
 
   rows of jobs in their images (fuzz_multinode_execution=container), each
   beside the same job on the bare host (=host), in the same run:
@@ -112,7 +117,7 @@ def median(samples):
 
 
 class Bench:
-    def __init__(self, image, job_image, reps, job_reps, work):
+    def __init__(self, image, job_image, reps, job_reps, work, scale=()):
         self.image = image
         self.job_image = job_image  # the container rows' (bench_image), None without them
         self.execution = "host"  # the mode the nodes were last prepared for
@@ -125,6 +130,8 @@ class Bench:
         self.inventory = work / "inventory"
         self.fuzzfile = work / "jobs.yml"
         self.nodes = ["%s-node-%d" % (CLUSTER, i) for i in range(1, NODES + 1)]
+        self.scale = list(scale)  # the cluster sizes of the scale rows
+        self.scale_inventory = work / "inventory-scale"
         self.env = dict(os.environ, ANSIBLE_CONFIG=str(TOP / "ansible.cfg"), ANSIBLE_COLLECTIONS_PATH=str(TOP))
 
     # -- the cluster -------------------------------------------------------------------
@@ -144,11 +151,7 @@ class Bench:
         say("creating %d nodes (%s-node-1..%d) on network %s" % (NODES, CLUSTER, NODES, CLUSTER))
         docker("network", "create", CLUSTER)
         for node in self.nodes:
-            # SYS_ADMIN lets the runtime give each rank its own host name;
-            # Podman's overlay store needs a file system other than
-            # Docker's overlay root (scripts/build-node-image).
-            docker("run", "-d", "--name", node, "--hostname", node, "--network", CLUSTER, "--cap-add", "SYS_ADMIN",
-                   "--tmpfs", "/var/lib/containers", self.image, "bash", "-c", "while true; do sleep 10000; done")
+            self.start_node(node)
         self.write_inventory()
 
     def write_inventory(self):
@@ -157,8 +160,31 @@ class Bench:
         self.inventory.write_text("[multinode]\n%s\n[multinode:vars]\nansible_connection=community.docker.docker\n"
                                   "ansible_become=false\nfuzz_multinode_execution=host\n" % "\n".join(self.nodes))
 
+    def start_node(self, node):
+        # SYS_ADMIN lets the runtime give each rank its own host name;
+        # Podman's overlay store needs a file system other than Docker's
+        # overlay root (scripts/build-node-image).
+        docker("run", "-d", "--name", node, "--hostname", node, "--network", CLUSTER, "--cap-add", "SYS_ADMIN",
+               "--tmpfs", "/var/lib/containers", self.image, "bash", "-c", "while true; do sleep 10000; done")
+
+    def grow_cluster(self, size):
+        """The cluster's nodes 1..size (the scale rows): the missing ones
+        started; their inventory is inventory-scale."""
+        for number in range(1, size + 1):
+            node = "%s-node-%d" % (CLUSTER, number)
+            if node not in self.nodes:
+                self.nodes.append(node)
+            if docker("inspect", "-f", "{{.State.Running}}", node, check=False).stdout.strip() != b"true":
+                docker("rm", "-f", node, check=False)
+                self.start_node(node)
+        self.scale_inventory.write_text(
+            "[multinode]\n%s\n[multinode:vars]\nansible_connection=community.docker.docker\n"
+            "ansible_become=false\nfuzz_multinode_execution=host\n" % "\n".join(self.nodes[:size]))
+
     def remove_cluster(self):
-        for node in self.nodes:
+        # The scale rows' nodes too, also those a --keep-cluster run left.
+        listed = docker("ps", "-aq", "--filter", "name=^%s-node-[0-9]+$" % CLUSTER, check=False).stdout.split()
+        for node in set(self.nodes) | {name.decode() for name in listed}:
             docker("rm", "-f", node, check=False)
         docker("network", "rm", CLUSTER, check=False)
 
@@ -207,6 +233,9 @@ class Bench:
         text = text.replace("BENCH_IMAGE", self.job_image or IMAGE_REPO + ":unbuilt")
         workflow = yaml.safe_load(text)
         workflow["files"]["driver"] = (BENCH / "driver.py").read_text()
+        for size in self.scale:  # the scale rows' trivial job on `size` hosts
+            workflow["jobs"]["trivial-%d" % size] = dict(workflow["jobs"]["trivial"], multinode=dict(
+                workflow["jobs"]["trivial"]["multinode"], nodes=size))
         self.fuzzfile.write_text(yaml.safe_dump(workflow, sort_keys=False, width=1000))
 
     # -- running things ----------------------------------------------------------------
@@ -225,11 +254,12 @@ class Bench:
             raise Failed("%s failed (exit %d); the end of %s:\n%s" % (what, done.returncode, self.output, tail))
         return took
 
-    def run_job(self, job, local=False, execution="host"):
+    def run_job(self, job, local=False, execution="host", inventory=None):
         argv = ["ansible-playbook", str(TOP / "run-job.yml"), "-e", "fuzzfile=%s" % self.fuzzfile,
                 "-e", "job=%s" % job, "-e", "log_dir=%s" % self.logs,
                 "-e", "fuzz_multinode_execution=%s" % execution]
-        return self.timed("job %s (%s)" % (job, execution), argv if local else argv + ["-i", str(self.inventory)])
+        return self.timed("job %s (%s)" % (job, execution),
+                          argv if local else argv + ["-i", str(inventory or self.inventory)])
 
     def prepared_for(self, execution):
         """Have the nodes prepared for `execution`: the node role prepares
@@ -251,8 +281,8 @@ class Bench:
                 "-e", "fuzz_multinode_execution=host", "-e", "fuzz_multinode_jobs_at_once=%d" % at_once]
         return self.timed("workflow %s (at once: %s)" % (name, at_once or "as the hosts allow"), argv)
 
-    def ad_hoc(self, local=False):
-        argv = ["ansible", "localhost"] if local else ["ansible", "multinode", "-i", str(self.inventory)]
+    def ad_hoc(self, local=False, inventory=None):
+        argv = ["ansible", "localhost"] if local else ["ansible", "multinode", "-i", str(inventory or self.inventory)]
         return self.timed("ansible -m command -a true", argv + ["-m", "command", "-a", "true"])
 
     def driver_result(self, job):
@@ -334,7 +364,26 @@ class Bench:
             job.append(self.run_job("trivial"))
             ad_hoc.append(self.ad_hoc())
         return [("trivial job, 9 hosts", "s", median(job), median(ad_hoc), "ansible multinode -m command",
-                 "<=", 3.0)], [], True
+                 "<=", 2.0)], [], True
+
+    def measure_scale(self):
+        rows = []
+        for size in self.scale:
+            say("growing the cluster to %d nodes; the trivial job on all of them once (not counted)" % size)
+            self.grow_cluster(size)
+            say("  %.1f s" % self.run_job("trivial-%d" % size, inventory=self.scale_inventory))
+            say(load())
+            say("trivial job through run-job.yml on %d prepared hosts beside ansible -m command (%d each)"
+                % (size, self.job_reps))
+            job, ad_hoc = [], []
+            for _unused in range(self.job_reps):
+                job.append(self.run_job("trivial-%d" % size, inventory=self.scale_inventory))
+                ad_hoc.append(self.ad_hoc(inventory=self.scale_inventory))
+            say("  run-job.yml %s s; ansible -m command %s s" % (" ".join("%.1f" % t for t in job),
+                                                                " ".join("%.1f" % t for t in ad_hoc)))
+            rows.append(("trivial job, %d hosts" % size, "s", median(job), median(ad_hoc),
+                         "ansible multinode -m command", "<=", 2.0))
+        return rows, [], True
 
     def measure_local(self):
         say("trivial 4-rank job in local mode beside ansible localhost -m command (%d each)" % self.job_reps)
@@ -404,6 +453,7 @@ ROWS = {
     "workflows": "a fan-out and a diamond of 10 s jobs, at once beside one at a time",
     "container-start": "trivial job on 1 and on 9 hosts in its image, beside the bare host",
     "container-calls": "wrapper calls into rank containers, beside the bare host",
+    "scale": "trivial job on each cluster size of --scale (the cluster grows to it)",
 }
 # The workflows of the row group `workflows` (bench/NAME.yml): their row's
 # title and target ratio (ideal: 0.25 for the fan-out, 3 of 5 jobs' time,
@@ -477,12 +527,20 @@ def main():
     parser.add_argument("--rows", default=",".join(ROWS), metavar="NAME,...",
                         help="the rows to measure (default all): " + "; ".join(
                             "%s: %s" % item for item in ROWS.items()))
+    parser.add_argument("--scale", default="33", metavar="N,...",
+                        help="the cluster sizes of the scale rows (default 33), each more than %d" % NODES)
     parser.add_argument("--keep", action="store_true", help="keep the work directory (logs) afterwards")
     parser.add_argument("--keep-cluster", action="store_true",
                         help="leave the cluster (%s-node-*) in place afterwards, and use one left so before "
                              "instead of creating it anew (saves most of the preparation)" % CLUSTER)
     args = parser.parse_args()
     rows_wanted = args.rows.split(",")
+    try:
+        scale = sorted({int(size) for size in args.scale.split(",")})
+    except ValueError:
+        parser.error("--scale takes cluster sizes, numbers separated by commas (not %r)" % args.scale)
+    if scale and scale[0] <= NODES:
+        parser.error("--scale: each cluster size must be more than %d (the bench's own cluster)" % NODES)
     unknown = [name for name in rows_wanted if name not in ROWS]
     if unknown:
         parser.error("unknown row %s (rows: %s)" % (", ".join(unknown), ", ".join(ROWS)))
@@ -494,7 +552,7 @@ def main():
     work = Path(tempfile.mkdtemp(prefix="fmn-bench-"))
     started = time.monotonic()
     status = 1
-    bench = Bench(image, None, args.reps, args.job_reps, work)
+    bench = Bench(image, None, args.reps, args.job_reps, work, scale if "scale" in rows_wanted else ())
     say(load())
     try:
         if any(name in IMAGE_ROWS for name in rows_wanted):

@@ -22,10 +22,25 @@ def test_help_names_every_row_and_its_target():
                           timeout=60, check=False)
     assert done.returncode == 0, done.stderr
     for row, target in [("one warm wrapper call", "<= 1.5x"), ("8 wrapper calls at once", "<= 1.5x"),
-                        ("forwarded output", ">= 0.8x"), ("trivial job, run-job.yml", "<= 3x"),
+                        ("forwarded output", ">= 0.8x"), ("trivial job, run-job.yml, 9", "<= 2x"),
+                        ("trivial job, run-job.yml, N", "<= 2x"),
                         ("trivial 4-rank local-mode job", "<= 3x"), ("Open MPI mpi_hello_world", "<= 1.1x"),
                         ("fan-out: 4 independent one-node", "<= 0.5x"), ("diamond: 1 -> 3 -> 1 one-node", "<= 0.8x")]:
         assert re.search(re.escape(row) + r".*" + re.escape(target), done.stdout), (row, done.stdout)
+
+
+def test_scale_sizes_must_be_larger_than_the_bench_s_own_cluster():
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "bench.py"), "--rows", "scale", "--scale", "33,5"],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2 and "each cluster size must be more than 9" in done.stderr, done.stderr
+
+
+def test_the_scale_rows_job_runs_on_every_host_of_its_size(tmp_path):
+    measured = bench.Bench("node-image", None, 20, 3, tmp_path, scale=[33, 64])
+    measured.write_fuzzfile()
+    jobs = run_checks(measured.fuzzfile).jobs
+    assert {name: jobs[name].nodes for name in ("trivial", "trivial-33", "trivial-64")} == {
+        "trivial": 9, "trivial-33": 33, "trivial-64": 64}
 
 
 def test_bench_jobs_are_runnable_fuzzfiles():
