@@ -84,6 +84,7 @@ author:
   - fuzz.multinode developers (!UNKNOWN)
 extends_documentation_fragment:
   - fuzz.multinode.volumes
+  - fuzz.multinode.volumes.sharing
   - fuzz.multinode.attributes
   - fuzz.multinode.controller_task
 options:

@@ -31,7 +31,7 @@ options:
     choices: [absent]
     default: absent
 extends_documentation_fragment:
-  - fuzz.multinode.volumes.root
+  - fuzz.multinode.volumes
   - fuzz.multinode.attributes
 attributes:
   action:

@@ -82,6 +82,7 @@ options:
     default: 30
 extends_documentation_fragment:
   - fuzz.multinode.volumes
+  - fuzz.multinode.volumes.sharing
   - fuzz.multinode.attributes
 attributes:
   action:

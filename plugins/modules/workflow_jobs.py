@@ -102,6 +102,7 @@ options:
     default: "%s  %s  %s  %s  %s  %s  %s"
 extends_documentation_fragment:
   - fuzz.multinode.volumes
+  - fuzz.multinode.volumes.sharing
   - fuzz.multinode.run_records.record
   - fuzz.multinode.attributes
 attributes:
