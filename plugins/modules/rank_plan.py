@@ -260,18 +260,9 @@ spec:
   returned: success
   type: dict
   contains:
-    job:
-      description: The job's name.
-      type: str
-      sample: generic-multinode
-    run:
-      description: The run's id (O(run)).
-      type: str
-      sample: 20261201T120000Z-a1b2c3
-    user:
-      description: The user that runs the job's processes.
-      type: str
-      sample: fuzz
+    job: {description: "The job's name.", type: str, sample: generic-multinode}
+    run: {description: "The run's id (O(run)).", type: str, sample: 20261201T120000Z-a1b2c3}
+    user: {description: "The user that runs the job's processes.", type: str, sample: fuzz}
     mode:
       description: V(command) (run RV(spec.argv)) or V(script) (run RV(spec.script) with RV(spec.argv) as arguments).
       type: str
@@ -289,10 +280,7 @@ spec:
       type: list
       elements: str
       sample: [mpirun, -H, "hello-0:1,hello-1:1", --mca, plm_rsh_agent, /multinode/ssh-wrapper, -np, "2"]
-    script:
-      description: The script text in script mode, else V(null).
-      type: str
-      sample: null
+    script: {description: "The script text in script mode, else V(null).", type: str, sample: null}
     cwd:
       description: Working directory of every rank (the job's C(cwd), default V(/)). The node runtime
           does not create it; the job fails before it starts on a node where the job user
@@ -323,10 +311,7 @@ spec:
       type: list
       elements: dict
       sample: [{path: /tmp/solver/solver.conf, name: solver.conf, contents: "tolerance = 1e-6\n"}]
-    kill_grace:
-      description: Seconds between SIGTERM and SIGKILL at cleanup.
-      type: int
-      sample: 10
+    kill_grace: {description: "Seconds between SIGTERM and SIGKILL at cleanup.", type: int, sample: 10}
     claim_lease:
       description: Seconds the nodes keep this run's claim with nothing of the run alive.
       type: int
@@ -337,35 +322,20 @@ spec:
         or V(null) for a job without C(multinode).
       type: str
       sample: generic
-    nodes:
-      description: Number of nodes (ranks).
-      type: int
-      sample: 2
-    slots_per_node:
-      description: Slots per node, C(procs-per-node), else C(cores), else V(1).
-      type: int
-      sample: 2
-    total_slots:
-      description: Nodes times slots per node (C(MULTINODE_TOTAL_SLOTS)).
-      type: int
-      sample: 4
+    nodes: {description: "Number of nodes (ranks).", type: int, sample: 2}
+    slots_per_node: {description: "Slots per node, C(procs-per-node), else C(cores), else V(1).", type: int, sample: 2}
+    total_slots: {description: "Nodes times slots per node (C(MULTINODE_TOTAL_SLOTS)).", type: int, sample: 4}
     unsupported:
       description: Job features that are ignored, including job C(env) entries overridden by the runtime.
       type: list
       elements: str
       sample: []
-    local:
-      description: Whether every rank runs on the one node (O(local)).
-      type: bool
-      sample: false
+    local: {description: "Whether every rank runs on the one node (O(local)).", type: bool, sample: false}
     image:
       description: The job's image.
       type: dict
       contains:
-        uri:
-          description: C(image.uri).
-          type: str
-          sample: docker://mirror.gcr.io/library/alpine:3.16
+        uri: {description: "C(image.uri).", type: str, sample: docker://mirror.gcr.io/library/alpine:3.16}
         secret:
           description: >-
             The NAME of C(image.secret) (C(secret://NAME)): the key in
@@ -382,9 +352,7 @@ spec:
       sample: {readiness_probe: {http-get: {port: 8080, path: /healthz, scheme: HTTP},
                                  period-seconds: 5}, ready_timeout: 300}
       contains:
-        readiness_probe:
-          description: The service's C(readiness-probe), normalized; V(null) without one.
-          type: dict
+        readiness_probe: {description: "The service's C(readiness-probe), normalized; V(null) without one.", type: dict}
         ready_timeout:
           description: Seconds the service may take to become ready (O(service_ready_timeout)).
           type: int
@@ -425,21 +393,11 @@ spec:
       type: list
       elements: dict
       contains:
-        rank:
-          description: The rank number.
-          type: int
-        name:
-          description: The rank's host name, C(<job>-<rank>).
-          type: str
-        node:
-          description: The inventory host that runs the rank.
-          type: str
-        address:
-          description: The node's IP address.
-          type: str
-        slots:
-          description: Slots of this rank.
-          type: int
+        rank: {description: "The rank number.", type: int}
+        name: {description: "The rank's host name, C(<job>-<rank>).", type: str}
+        node: {description: "The inventory host that runs the rank.", type: str}
+        address: {description: "The node's IP address.", type: str}
+        slots: {description: "Slots of this rank.", type: int}
         env:
           description: >-
             The rank's environment (job C(env) plus runtime variables, C(FB_ENDPOINT_*)
