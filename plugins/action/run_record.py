@@ -14,44 +14,41 @@ import sys
 
 from ansible import constants as C
 from ansible import context
-from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.fuzz.multinode.plugins.module_utils import run_record as rr
+from ansible_collections.fuzz.multinode.plugins.module_utils import run_recovery as recovery
 from ansible_collections.fuzz.multinode.plugins.module_utils.controller_tasks import RUN_RECORD_ARGUMENT_SPEC
+from ansible_collections.fuzz.multinode.plugins.module_utils.run_processes import process_entry
 from ansible_collections.fuzz.multinode.plugins.plugin_utils import background_run
 from ansible_collections.fuzz.multinode.plugins.plugin_utils.child_playbook import NotPassable
+from ansible_collections.fuzz.multinode.plugins.plugin_utils.record_action import RecordAction
 
 display = Display()
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
-    _requires_connection = False
-    _supports_check_mode = False
+class ActionModule(RecordAction):
+    ARGUMENT_SPEC = RUN_RECORD_ARGUMENT_SPEC
+    REFUSALS = (rr.RecordError, NotPassable)
 
-    def run(self, tmp=None, task_vars=None):
-        result = super().run(tmp, task_vars)
-        _unused, args = self.validate_argument_spec(argument_spec=RUN_RECORD_ARGUMENT_SPEC)
-        try:
-            if args["event"] == "open":
-                result.update(self._open(args))
-            else:
-                self._write(args)
-        except (rr.RecordError, NotPassable) as exc:
-            result.update(failed=True, msg=str(exc))
-        except OSError as exc:
-            result.update(failed=True, msg="the run record of %s cannot be written: %s" % (args["run"], exc))
-        return result
+    @staticmethod
+    def os_error(args, exc):
+        return "the run record of %s cannot be written: %s" % (args["run"], exc)
+
+    def work(self, args):
+        if args["event"] == "open":
+            return self._open(args)
+        self._write(args)
+        return {}
 
     def _open(self, args):
         directory = rr.runs_dir(args["runs_dir"])
-        playbook = [rr.process_entry("playbook", os.getppid())]  # this worker's parent: ansible-playbook
+        playbook = [process_entry("playbook", os.getppid())]  # this worker's parent: ansible-playbook
         if args["resume"]:
             record = rr.find(directory, args["run"])
-            skip = rr.resume_plan(rr.settle(record), args["jobs"])
+            skip = recovery.resume_plan(recovery.settle(record), args["jobs"])
             if not args["detach"]:
-                rr.resumed(record, skip, playbook, args["log_dir"])
+                recovery.resumed(record, skip, playbook, args["log_dir"])
             display.display("run %s resumed: %s" % (args["run"], "skipping %s, FINISHED in it" % ", ".join(skip)
                                                     if skip else "no job of it had FINISHED"))
         else:
@@ -79,7 +76,7 @@ class ActionModule(ActionBase):
                                   fuzzfile_path=args["fuzzfile"])
         pid = background_run.start(record.runner_dir, extra, context.CLIARGS, sys.argv[1:], C.HOST_KEY_CHECKING)
         if not args["resume"]:
-            rr.take_over(record, [rr.process_entry("runner", pid)])
+            rr.take_over(record, [process_entry("runner", pid)])
         display.display("run %s %s in the background (ansible-runner, pid %d)\n  record: %s\n"
                         "  ansible-playbook fuzz.multinode.status -e run=%s\n"
                         "  ansible-playbook fuzz.multinode.logs -e run=%s -e follow=true\n"

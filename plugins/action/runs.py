@@ -13,52 +13,44 @@ import signal
 import socket
 import time
 
-from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.fuzz.multinode.plugins.module_utils import run_record as rr
+from ansible_collections.fuzz.multinode.plugins.module_utils import run_recovery as recovery
 from ansible_collections.fuzz.multinode.plugins.module_utils import run_report
 from ansible_collections.fuzz.multinode.plugins.module_utils import run_views as views
 from ansible_collections.fuzz.multinode.plugins.module_utils.controller_tasks import RUNS_ARGUMENT_SPEC
+from ansible_collections.fuzz.multinode.plugins.module_utils.run_processes import process_alive
 from ansible_collections.fuzz.multinode.plugins.plugin_utils.job_report import shown_on_terminal
+from ansible_collections.fuzz.multinode.plugins.plugin_utils.record_action import RecordAction
 
 display = Display()
 # Seconds between looks at a followed log and at a run being canceled.
 POLL = 0.5
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
-    _requires_connection = False
-    _supports_check_mode = False
+class ActionModule(RecordAction):
+    ARGUMENT_SPEC = RUNS_ARGUMENT_SPEC
 
-    def run(self, tmp=None, task_vars=None):
-        result = super().run(tmp, task_vars)
-        _unused, args = self.validate_argument_spec(argument_spec=RUNS_ARGUMENT_SPEC)
+    def work(self, args):
         directory = rr.runs_dir(args["runs_dir"])
-        try:
-            if args["command"] == "list":
-                runs = views.list_runs(directory)
-                display.display("\n".join(views.runs_lines(runs)))
-                result.update(runs=runs)
-                return result
-            if not args["run"]:
-                raise rr.RecordError("which run? -e run=ID (`ansible-playbook fuzz.multinode.runs` lists them)")
-            record = rr.find(directory, args["run"])
-            state = rr.settle(record)
-            if args["command"] == "status":
-                display.display("\n".join(views.status_lines(state) + self._page(state)))
-            elif args["command"] == "logs":
-                self._logs(record, state, args["job"], args["follow"])
-            elif args["command"] == "cancel":
-                state = self._cancel(record, state, args["wait"])
-                result.update(changed=True)
-            result.update(state=state, record=record.path)
-        except rr.RecordError as exc:
-            result.update(failed=True, msg=str(exc))
-        except OSError as exc:
-            result.update(failed=True, msg="run %s: %s" % (args["run"], exc))
-        return result
+        if args["command"] == "list":
+            runs = views.list_runs(directory)
+            display.display("\n".join(views.runs_lines(runs)))
+            return {"runs": runs}
+        if not args["run"]:
+            raise rr.RecordError("which run? -e run=ID (`ansible-playbook fuzz.multinode.runs` lists them)")
+        record = rr.find(directory, args["run"])
+        state = recovery.settle(record)
+        done = {}
+        if args["command"] == "status":
+            display.display("\n".join(views.status_lines(state) + self._page(state)))
+        elif args["command"] == "logs":
+            self._logs(record, state, args["job"], args["follow"])
+        elif args["command"] == "cancel":
+            state = self._cancel(record, state, args["wait"])
+            done["changed"] = True
+        return dict(done, state=state, record=record.path)
 
     @staticmethod
     def _page(state):
@@ -82,7 +74,7 @@ class ActionModule(ActionBase):
     def _job_log(self, record, state, name, follow):
         while follow and state["jobs"][name].get("state") == rr.WAITING:
             time.sleep(POLL)  # not started yet
-            state = rr.settle(record)
+            state = recovery.settle(record)
         path = views.job_log_path(state, name)
         prefix = "[%s] " % name
         offset, pending = 0, b""
@@ -105,7 +97,7 @@ class ActionModule(ActionBase):
             if not follow or ended:
                 break
             time.sleep(POLL)
-            state = rr.settle(record)
+            state = recovery.settle(record)
         if pending:
             display.display(prefix + shown_on_terminal(pending.decode(errors="replace")))
         return state
@@ -127,7 +119,7 @@ class ActionModule(ActionBase):
             self._interrupt(entry["pid"])
         display.display("run %s: canceling (SIGINT to its ansible-playbook, as Ctrl-C)" % state["run"])
         while time.monotonic() < deadline:
-            state = rr.settle(record)
+            state = recovery.settle(record)
             if state["state"] != rr.RUNNING and not self._alive(state, "playbook") and not self._alive(state, "runner"):
                 break
             time.sleep(POLL)
@@ -139,7 +131,7 @@ class ActionModule(ActionBase):
 
     @staticmethod
     def _alive(state, role):
-        return [entry for entry in state.get("owner") or [] if entry.get("role") == role and rr.process_alive(entry)]
+        return [entry for entry in state.get("owner") or [] if entry.get("role") == role and process_alive(entry)]
 
     @staticmethod
     def _interrupt(pid):

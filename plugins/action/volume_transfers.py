@@ -34,7 +34,8 @@ from ansible_collections.fuzz.multinode.plugins.module_utils.node_runtime import
     runtime_answer,
     runtime_command,
 )
-from ansible_collections.fuzz.multinode.plugins.plugin_utils.job_report import format_duration, shown_on_terminal
+from ansible_collections.fuzz.multinode.plugins.module_utils.report_style import format_duration
+from ansible_collections.fuzz.multinode.plugins.plugin_utils.job_report import shown_on_terminal
 
 display = Display()
 

@@ -3,7 +3,8 @@
 """How a run's report (run_report.py) shows what its record holds: a
 state's colour and words, a rank's outcome, times and durations, and text
 made safe to put in a page. Shared by the page, its graph (run_graph.py)
-and its timeline (run_timeline.py). Pure logic."""
+and its timeline (run_timeline.py); durations by the controller's job
+tables too (plugins/plugin_utils/job_report.py). Pure logic."""
 
 from __future__ import annotations
 

@@ -4,6 +4,9 @@
 that `runs`, `status`, `logs`, `cancel` and `resume` (the collection's
 playbooks) can look at a run while it goes on and after it ended, from any
 terminal. Pure logic on files; the action plugins are thin around it.
+Which processes own a run: run_processes.py; a run after its process
+(settle: LOST; resume): run_recovery.py; files written whole:
+private_files.py.
 
 A record is a directory, private to its user (0700, files 0600):
 
@@ -52,6 +55,7 @@ import time
 from typing import Any, Callable, Dict, Iterator, List, Optional
 
 from ansible_collections.fuzz.multinode.plugins.module_utils import run_report
+from ansible_collections.fuzz.multinode.plugins.module_utils.private_files import make_private_dir, write_private
 from ansible_collections.fuzz.multinode.plugins.module_utils.run_command import recorded_command
 
 DEFAULT_RUNS_DIR = "~/.fuzz-multinode/runs"
@@ -110,24 +114,8 @@ def record_dir(directory: str, run: str) -> str:
     return os.path.join(directory, run)
 
 
-def write_atomic(path: str, data: bytes) -> None:
-    """`data` at `path`, whole or not at all (a temporary name, then a
-    rename), readable by its owner only."""
-    temporary = "%s.%d.tmp" % (path, os.getpid())
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.fchmod(fd, 0o600)
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(temporary, path)
-
-
 def write_json(path: str, value: Any) -> None:
-    write_atomic(path, (json.dumps(value, indent=1, sort_keys=True) + "\n").encode())
+    write_private(path, (json.dumps(value, indent=1, sort_keys=True) + "\n").encode())
 
 
 def read_json(path: str, run: str) -> Dict[str, Any]:
@@ -146,11 +134,6 @@ def read_json(path: str, run: str) -> Dict[str, Any]:
     return value
 
 
-def make_private_dir(path: str) -> None:
-    os.makedirs(path, 0o700, exist_ok=True)
-    os.chmod(path, 0o700)
-
-
 @contextlib.contextmanager
 def locked(path: str) -> Iterator[None]:
     """One writer of a record's state at a time."""
@@ -160,51 +143,6 @@ def locked(path: str) -> Iterator[None]:
         yield
     finally:
         os.close(fd)
-
-
-# -- processes ---------------------------------------------------------------------
-
-def _boot_id() -> str:
-    try:
-        with open("/proc/sys/kernel/random/boot_id") as handle:
-            return handle.read().strip()
-    except OSError:
-        return ""
-
-
-def _start_ticks(pid: int) -> Optional[str]:
-    """A process's start time since boot (field 22 of /proc/PID/stat):
-    with its pid, it names the process (a pid is reused). None when it is
-    gone, or a zombie (dead, its parent has not reaped it yet)."""
-    try:
-        with open("/proc/%d/stat" % pid) as handle:
-            fields = handle.read().rsplit(")", 1)[1].split()
-        return None if fields[0] in ("Z", "X") else fields[19]
-    except (OSError, IndexError):
-        return None
-
-
-def process_entry(role: str, pid: int) -> Dict[str, Any]:
-    return {"role": role, "pid": pid, "start": _start_ticks(pid), "boot": _boot_id()}
-
-
-def process_alive(entry: Dict[str, Any]) -> bool:
-    """Whether the process a record names still runs (the same one: same
-    boot, same start time where /proc tells)."""
-    pid = entry.get("pid")
-    if not isinstance(pid, int) or pid <= 0:
-        return False
-    if entry.get("boot") and _boot_id() and entry["boot"] != _boot_id():
-        return False  # the machine rebooted since
-    if entry.get("start") is not None and os.path.exists("/proc/self/stat"):
-        return bool(_start_ticks(pid) == entry["start"])
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 # -- what a record holds ---------------------------------------------------------------
@@ -310,7 +248,7 @@ def open_record(directory: str, run: str, fuzzfile: bytes, argv: List[str], jobs
         if os.path.exists(record.file(STATE_FILE)):
             previous = record.state()
         if previous is None:  # a detached run's: the submission's, kept
-            write_atomic(record.file(FUZZFILE), fuzzfile)
+            write_private(record.file(FUZZFILE), fuzzfile)
             write_json(record.file(COMMAND_FILE), {"argv": recorded_command(argv), "cwd": os.getcwd()})
         state = {"run": run, "workflow": workflow, "fuzzfile": fuzzfile_path, "state": RUNNING,
                  "started": utc(), "ended": None,
@@ -441,86 +379,5 @@ def find(directory: str, run: str, uid: Optional[int] = None) -> Record:
     return Record(path, run)
 
 
-def settle(record: Record, alive: Callable[[Dict[str, Any]], bool] = process_alive,
-           grace: float = 60.0, now: Optional[float] = None) -> Dict[str, Any]:
-    """The run's state as it is: a RUNNING run whose processes are all gone
-    is LOST (CANCELED when a cancel asked for it), written so. A run
-    submitted less than `grace` seconds ago whose runner has not taken it
-    yet is still RUNNING."""
-    state = record.state()
-    if state["state"] != RUNNING or any(alive(entry) for entry in state.get("owner") or []):
-        return state
-    started = seconds_of(state.get("started")) or 0.0
-    if not state.get("owner") and (now if now is not None else time.time()) - started < grace:
-        return state
-
-    def change(current: Dict[str, Any]) -> None:
-        if current["state"] != RUNNING or any(alive(entry) for entry in current.get("owner") or []):
-            return
-        cancel = record.cancel_request()
-        # No job started: the playbook failed before (a node could not be
-        # prepared), or was killed then; its output says which.
-        started = any(entry.get("state") != WAITING for entry in current["jobs"].values())
-        final = CANCELED if cancel is not None else LOST if started else FAILED
-        # Lost: last heard of when its record was last written.
-        current.update(state=final, ended=utc(os.path.getmtime(record.file(STATE_FILE))) if final == LOST
-                       else utc())
-        if final == FAILED:
-            current["message"] = "its playbook ended before any job started: see its output%s" % (
-                " (runner/artifacts/*/stdout in the record)" if current.get("detached") else "")
-        if cancel is not None:
-            current["canceled_by"] = cancel.get("by")
-        for entry in current["jobs"].values():
-            if entry.get("state") in (WAITING, RUNNING):
-                entry["state"] = final if entry["state"] == RUNNING else NOT_RUN
-                if entry["state"] != NOT_RUN:
-                    entry["end"] = utc()
-    return record.update(change)
-
-
 def request_cancel(record: Record, by: str) -> None:
     write_json(record.file(CANCEL_FILE), {"by": by, "at": utc()})
-
-
-# -- resume ----------------------------------------------------------------------
-
-def resume_plan(state: Dict[str, Any], jobs: List[Dict[str, Any]]) -> List[str]:
-    """The jobs a resume of the run skips: those FINISHED in it (a service
-    runs again: it serves the jobs that run now). RecordError when the run
-    still runs, or when its jobs are not the Fuzzfile's now, naming the
-    first that changed."""
-    if state["state"] in (RUNNING, FINISHED):
-        raise RecordError("run %s is %s: %s" % (state["run"], state["state"], "cancel it first, or wait for it to end"
-                                                if state["state"] == RUNNING else "there is nothing to resume"))
-    recorded = state["jobs"]
-    now = {job["name"]: job for job in jobs}
-    for name in list(recorded) + [name for name in now if name not in recorded]:
-        if name not in now:
-            raise RecordError("run %s cannot be resumed with this Fuzzfile: job %s is not in it any more"
-                              % (state["run"], name))
-        if name not in recorded:
-            raise RecordError("run %s cannot be resumed with this Fuzzfile: job %s is new" % (state["run"], name))
-        if recorded[name].get("form") != job_form(now[name]):
-            raise RecordError("run %s cannot be resumed with this Fuzzfile: job %s changed since the run"
-                              % (state["run"], name))
-    return [name for name in state.get("order") or recorded
-            if recorded[name].get("state") in (FINISHED, SKIPPED) and recorded[name].get("kind") != "service"]
-
-
-def resumed(record: Record, skipped: List[str], owner: List[Dict[str, Any]], log_dir: str) -> None:
-    """The run runs again: RUNNING, its skipped jobs SKIPPED (their times
-    and logs kept), the others WAITING, their logs to come in `log_dir`
-    (the page too), a new owner."""
-    def change(state: Dict[str, Any]) -> None:
-        state.update(state=RUNNING, ended=None, canceled_by=None, message=None, owner=owner, log_dir=log_dir)
-        state["resumed"] = list(state.get("resumed") or []) + [utc()]
-        for name, entry in state["jobs"].items():
-            if name in skipped:
-                entry["state"] = SKIPPED
-            else:
-                entry.update(state=WAITING, start=None, end=None, duration=None, message="", hosts=[], ranks=[])
-                entry.pop("log", None)
-                entry.pop("rank_logs", None)
-    record.update(change)
-    with contextlib.suppress(FileNotFoundError):
-        os.remove(record.file(CANCEL_FILE))

@@ -34,6 +34,7 @@ import time
 import urllib.parse
 from typing import Any, Callable, Dict, Optional
 
+from ansible_collections.fuzz.multinode.plugins.module_utils.private_files import write_private
 from ansible_collections.fuzz.multinode.plugins.module_utils.report_style import (
     STATE_COLOURS,
     clean,
@@ -266,21 +267,9 @@ def write_report(record_dir_or_state: Any, out_path: str, draw_graph: Callable[[
     state = read_state(record_dir_or_state) if isinstance(record_dir_or_state, str) else record_dir_or_state
     folder = os.path.dirname(os.path.abspath(out_path))
     page = render(state, draw_graph, report_dir=folder, now=now, exists=os.path.exists).encode()
-    temporary = "%s.%d.tmp" % (out_path, os.getpid())
     try:
         os.makedirs(folder, 0o700, exist_ok=True)
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            os.fchmod(fd, 0o600)
-            view = memoryview(page)
-            while view:
-                view = view[os.write(fd, view):]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(temporary, out_path)
+        write_private(out_path, page)
     except OSError as exc:
-        if os.path.exists(temporary):
-            os.remove(temporary)
         raise ReportError("the run's report %s cannot be written: %s" % (out_path, exc.strerror or exc)) from None
     return out_path

@@ -11,6 +11,7 @@ import os
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+from ansible_collections.fuzz.multinode.plugins.module_utils.run_processes import process_alive
 from ansible_collections.fuzz.multinode.plugins.module_utils.run_record import (
     FINISHED,
     RUN_ID,
@@ -18,10 +19,9 @@ from ansible_collections.fuzz.multinode.plugins.module_utils.run_record import (
     SKIPPED,
     Record,
     RecordError,
-    process_alive,
     seconds_of,
-    settle,
 )
+from ansible_collections.fuzz.multinode.plugins.module_utils.run_recovery import settle
 
 
 def list_runs(directory: str, uid: Optional[int] = None,

@@ -13,67 +13,53 @@ short_description: Read, validate and normalize a Fuzzball Fuzzfile
 version_added: 0.1.0
 description:
   - >-
-    Reads a Fuzzball workflow file (Fuzzfile, C(version) V(v1) or V(v4)) on the host
-    where the module runs (normally the controller, with C(delegate_to: localhost)),
-    validates it strictly and returns the whole workflow in normalized form, the jobs and
-    services to run, and one job.
+    Reads a Fuzzball workflow file (Fuzzfile, C(version) V(v1) or V(v4)) on the host where the
+    module runs (normally the controller, with C(delegate_to: localhost)), validates it strictly
+    and returns the whole workflow normalized, the jobs and services to run, and one job.
   - >-
-    Unknown keys, wrong types, unknown enum values, relative C(cwd) or mount paths, bad
-    durations (C(policy.timeout.execute) uses Go's syntax such as C(2h), C(10m0s), C(90s)),
-    bad sizes, C(file://) references to missing top-level C(files), mounts of undeclared
-    volumes, bad task arrays, dependency cycles and dependencies on unknown names are
-    errors, as in Fuzzball's own API. Error messages start with the file path and the
-    path of the offending field, for example
-    C(examples/x.yml: jobs.a.command: must be a list of strings), or the YAML line
-    and column; a cycle is reported as C(jobs: dependency cycle: a -> b -> a).
+    As in Fuzzball's own API, these are errors: unknown keys, wrong types, unknown enum values,
+    relative C(cwd) or mount paths, bad durations (C(policy.timeout.execute) uses Go's syntax
+    such as C(2h), C(10m0s), C(90s)), bad sizes, C(file://) references to missing top-level
+    C(files), mounts of undeclared volumes, bad task arrays, dependency cycles and dependencies
+    on unknown names. A message starts with the file path and the offending field's path (for
+    example C(examples/x.yml: jobs.a.command: must be a list of strings)) or the YAML line and
+    column; a cycle reads C(jobs: dependency cycle: a -> b -> a).
   - >-
     Normalization merges the defaults into every job per key (C(defaults.env), then
-    C(defaults.job), then the job's own C(env), C(resource), C(policy) and C(mounts);
-    services use C(defaults.service)), computes each job's slots, and orders the jobs
-    and services by their C(depends-on) (or deprecated C(requires)) dependencies.
+    C(defaults.job), then the job's own C(env), C(resource), C(policy) and C(mounts); services
+    use C(defaults.service)), computes each job's slots, and orders the jobs and services by
+    their C(depends-on) (or deprecated C(requires)) dependencies.
   - >-
-    Keys that Fuzzball knows but this collection does not execute yet (for example a
-    job's C(network), a service's C(network.isolated), C(resource.exclusive),
-    C(policy.restart)) are validated, listed in RV(workflow.unsupported) and
-    RV(job.unsupported), and reported as warnings, as are RV(workflow.warnings).
+    Keys Fuzzball knows but this collection does not execute yet (for example a job's
+    C(network), a service's C(network.isolated), C(resource.exclusive), C(policy.restart)) are
+    validated, listed in RV(workflow.unsupported) and RV(job.unsupported), and warned of, as are
+    RV(workflow.warnings).
   - >-
-    Services are run like jobs (RV(run) holds them, RV(job.kind) V(service)). A service's
-    C(network.ports) and C(network.endpoints) are normalized (RV(job.ports),
-    RV(job.endpoints)); its C(readiness-probe)'s C(port) may name a C(network.ports)
-    entry and is returned as that port's number. C(network.endpoints) entries, as this
-    collection reads the vendor's form, take C(name) (letters, digits and C(-); unique
-    in the workflow, in any case), C(port-name) (a C(network.ports) name) or C(port)
-    (with neither, the service's only port), C(protocol) (V(http), V(https), V(tcp),
-    V(udp) or V(grpc), any case; V(http) by default), C(path) (an absolute URL path;
-    V(/) by default), C(type) (Fuzzball's ingress kind: accepted, noted and ignored,
-    as there is no ingress here) and C(scope) (V(user), V(public), V(group) or any
-    non-empty string, a templated one too: kept in RV(job.endpoints) and shown with the
-    endpoint's URL in the service's ready line, noted as not enforced: the endpoint is
-    reached at its service's rank 0 node address and port by anyone who can reach that
-    node). A workflow of services only is a workflow like any other.
+    Services run like jobs (RV(run) holds them, RV(job.kind) V(service)); a workflow of services
+    only is a workflow like any other. A service's C(readiness-probe) C(port) may name a
+    C(network.ports) entry (returned as its number). C(network.endpoints) entries, as this
+    collection reads the vendor's form, take C(name) (letters, digits and C(-); unique in the
+    workflow, in any case), C(port-name) (a C(network.ports) name) or C(port) (with neither, the
+    service's only port), C(protocol) (V(http) by default, V(https), V(tcp), V(udp) or V(grpc),
+    any case), C(path) (an absolute URL path; V(/) by default), C(type) (Fuzzball's ingress kind:
+    accepted, noted and ignored: there is no ingress here) and C(scope) (V(user), V(public),
+    V(group) or any non-empty string, a templated one too: shown with the endpoint's URL in the
+    service's ready line and noted as not enforced: anyone who can reach the service's rank 0
+    node reaches the endpoint at its address and port).
   - >-
-    Every job and service to run must be runnable under its rank host names: the module
-    fails when C(<job>-<rank>) would be longer than 63 characters (one DNS label). A
-    service needs a C(command) or a C(script) (its image's own entry point is not run)
-    and cannot be a C(task-array).
+    Every job and service to run must be runnable under its rank host names: the module fails
+    when C(<job>-<rank>) would be longer than 63 characters (one DNS label). A service needs a
+    C(command) or a C(script) (its image's own entry point is not run) and cannot be a
+    C(task-array).
   - >-
     A volume's C(ingress) and C(egress) are checked: sources C(https://), C(http://),
-    C(s3://BUCKET/KEY) or C(file://<name of a top-level files entry>) into C(file://PATH)
-    inside the volume; from C(file://PATH) to C(s3://BUCKET/KEY) or C(file://PATH) (under the
-    controller's egress directory). A PATH with a leading C(/) is written from the root of
-    the volume (or of the egress directory): C(file:///ref.fa) is C(ref.fa) there. A PATH
-    that escapes with C(..), names no file (C(file:///), C(file://dir/)) or starts with
-    C(//) is refused, naming the field. The run's transfers are returned as RV(transfers).
-  - >-
-    A v1 volume's C(reference) is V(volume://user/ephemeral) or
-    V(volume://user/ephemeral/NAME) (the run's ephemeral volume; NAME is checked and
-    noted), V(volume://user/persistent/NAME) (store C(persistent/NAME)),
-    V(volume://user/persistent) (the job user's own, store C(user/persistent)) or
-    V(volume://account/persistent) (the account's, store C(account/persistent)).
-  - >-
-    A C(command) or C(args) entry that expands a C(secret://) env value is run with a
-    warning naming the field (users logged in on the job's nodes can read the value in the
-    rank's command line; other jobs cannot), or refused with O(secret_arguments=refuse).
+    C(s3://BUCKET/KEY) or C(file://<name of a top-level files entry>) into C(file://PATH) inside
+    the volume; from C(file://PATH) to C(s3://BUCKET/KEY) or C(file://PATH) (under the
+    controller's egress directory). A PATH with a leading C(/) is written from the root of the
+    volume (or of the egress directory): C(file:///ref.fa) is C(ref.fa) there. A PATH that
+    escapes with C(..), names no file (C(file:///), C(file://dir/)) or starts with C(//) is
+    refused, naming the field. The run's transfers are returned as RV(transfers). A v1 volume's
+    C(reference) is one of those RV(job.volumes) lists.
   - The result's RV(job) is the input of M(fuzz.multinode.rank_plan).
 author:
   - fuzz.multinode developers (!UNKNOWN)
@@ -116,13 +102,13 @@ options:
     type: list
     elements: str
   secret_arguments:
-    description:
-      - >-
-        What to do with a C(command) or C(args) entry that expands a C(secret://) env
-        value: V(allow) admits the job with a warning naming the field; V(refuse) fails
-        the module naming it, before any host is touched (the role variable
-        C(fuzz_multinode_secret_arguments)). The value itself never passes through this
-        module: the job spec keeps the argument's parts and the node builds it.
+    description: >-
+      What to do with a C(command) or C(args) entry that expands a C(secret://) env value (users
+      logged in on the job's nodes can read the value in the rank's command line; other jobs
+      cannot): V(allow) runs the job with a warning naming the field; V(refuse) fails the module
+      naming it, before any host is touched (the role variable C(fuzz_multinode_secret_arguments)).
+      The value itself never passes through this module: the job spec keeps the argument's parts
+      and the node builds it.
     type: str
     choices: [allow, refuse]
     default: allow
@@ -183,82 +169,56 @@ workflow:
   returned: success
   type: dict
   contains:
-    version:
-      description: The Fuzzfile version.
-      type: str
-      returned: success
-      sample: v4
+    version: {description: "The Fuzzfile version.", type: str, sample: v4}
     jobs:
       description: Names of the workflow's jobs, in file order.
       type: list
       elements: str
-      returned: success
       sample: [prepare, solve, report]
-    services:
-      description: Names of the workflow's services, in file order.
-      type: list
-      elements: str
-      returned: success
-      sample: []
+    services: {description: "Names of the workflow's services, in file order.", type: list, elements: str, sample: []}
     unsupported:
-      description:
-        - Workflow-level features that were accepted but are ignored (annotations, a
+      description: Workflow-level features that were accepted but are ignored (annotations, a
           volume's storage class, and features set in C(defaults)).
       type: list
       elements: str
-      returned: success
       sample: ["annotations: workflow annotations are not supported yet; ignored"]
     warnings:
-      description:
-        - Other warnings, such as a deprecated C(requires) or tabs read as indentation.
+      description: Other warnings, such as a deprecated C(requires) or tabs read as indentation.
       type: list
       elements: str
-      returned: success
       sample: ["jobs.report.requires: deprecated; read as depends-on with status FINISHED"]
     files:
       description: The top-level C(files), name to contents.
       type: dict
-      returned: success
       sample: {"solver.conf": "tolerance = 1e-6\n"}
     volumes:
-      description:
-        - Every declared volume by name - its C(store) (V(ephemeral), C(persistent/NAME),
+      description: Every declared volume by name - its C(store) (V(ephemeral), C(persistent/NAME),
           V(user/persistent) or V(account/persistent))
           and its C(ingress) and C(egress) items, each C(source), C(destination) (URIs as
           written), C(secret) (the C(secret://) reference of the end that is not the volume,
           or V(null)), C(timeout_seconds) (C(policy.timeout.execute), or V(null)) and
           C(attempts) (C(policy.retry.attempts), at least 1).
       type: dict
-      returned: success
       sample: {"data": {"store": "ephemeral", "ingress": [{"source": "https://example.org/in.csv",
                "destination": "file://in.csv", "secret": null, "timeout_seconds": null, "attempts": 1}],
                "egress": []}}
     order:
-      description:
-        - Every job and service in an order that respects the dependencies; among the
+      description: Every job and service in an order that respects the dependencies; among the
           ones ready at the same time, the earlier in the file (jobs before services)
           comes first.
       type: list
       elements: str
-      returned: success
       sample: [prepare, solve, report]
     waves:
-      description:
-        - The jobs and services grouped by dependency depth; everything in one wave can
+      description: The jobs and services grouped by dependency depth; everything in one wave can
           run concurrently once the earlier waves reached the statuses it depends on.
       type: list
       elements: list
-      returned: success
       sample: [[prepare], [solve], [report]]
-    job_defs:
-      description: Every job by name, normalized, in the form of RV(job).
-      type: dict
-      returned: success
+    job_defs: {description: "Every job by name, normalized, in the form of RV(job).", type: dict}
     service_defs:
-      description:
-        - Every service by name, normalized, in the form of RV(job) with RV(job.kind) V(service).
+      description: Every service by name, normalized, in the form of RV(job) with RV(job.kind) V(service).
       type: dict
-      returned: success
 run:
   description:
     - >-
@@ -294,8 +254,7 @@ transfers:
                          "timeout_seconds": 600.0, "attempts": 1}],
             "egress": []}]
 job:
-  description:
-    - The selected job (or service), normalized (defaults merged). Pass it unchanged to
+  description: The selected job (or service), normalized (defaults merged). Pass it unchanged to
       M(fuzz.multinode.rank_plan).
   returned: when O(job) is given, or the workflow has exactly one job (or no job and one service)
   type: dict
@@ -303,18 +262,9 @@ job:
     name:
       description: The job's name (its key under C(jobs)); rank host names are C(<name>-<rank>).
       type: str
-      returned: success
       sample: generic-multinode
-    kind:
-      description: V(job), or V(service) in RV(workflow.service_defs).
-      type: str
-      returned: success
-      sample: job
-    image_uri:
-      description: The job's C(image.uri).
-      type: str
-      returned: success
-      sample: docker://mirror.gcr.io/library/alpine:3.16
+    kind: {description: "V(job), or V(service) in RV(workflow.service_defs).", type: str, sample: job}
+    image_uri: {description: "The job's C(image.uri).", type: str, sample: docker://mirror.gcr.io/library/alpine:3.16}
     command:
       description:
         - The job's C(command) (argv, not expanded yet), or V(null) for a script job.
@@ -323,27 +273,19 @@ job:
           its text as written; a boolean or null is refused.
       type: list
       elements: str
-      returned: success
       sample: [mpirun, -H, $MULTINODE_HOSTLIST]
-    script:
-      description: The job's C(script) text, or V(null) for a command job.
-      type: str
-      returned: success
-      sample: null
+    script: {description: "The job's C(script) text, or V(null) for a command job.", type: str, sample: null}
     args:
       description: The job's C(args) (bare numbers as in RV(job.command)).
       type: list
       elements: str
-      returned: success
       sample: []
     env:
-      description:
-        - The job's environment as C([key, value]) pairs, defaults merged (C(defaults.env),
+      description: The job's environment as C([key, value]) pairs, defaults merged (C(defaults.env),
           then C(defaults.job.env), then the job's C(env)). A key given twice keeps its
           first position and its last value.
       type: list
       elements: list
-      returned: success
       sample: [[PATH, /usr/local/bin:/usr/bin:/bin]]
     secret_env:
       description:
@@ -354,7 +296,6 @@ job:
           values never appear in a module result or the play's output.
       type: list
       elements: str
-      returned: success
       sample: []
     cwd:
       description:
@@ -363,76 +304,49 @@ job:
           Every rank runs in it; it is not created, and a job whose user cannot enter it on
           one of its nodes fails before it starts.
       type: str
-      returned: success
       sample: null
-    cores:
-      description: C(resource.cpu.cores) (defaults merged), or V(null) when not set.
-      type: int
-      returned: success
-      sample: 2
+    cores: {description: "C(resource.cpu.cores) (defaults merged), or V(null) when not set.", type: int, sample: 2}
     affinity:
       description: C(resource.cpu.affinity) (V(NUMA), V(SOCKET) or V(CORE)), or V(null).
       type: str
-      returned: success
       sample: NUMA
     memory_bytes:
       description: C(resource.memory.size) in bytes, or V(null) when not set.
       type: int
-      returned: success
       sample: 1000000000
-    memory_by_core:
-      description: C(resource.memory.by-core) (the size is per core).
-      type: bool
-      returned: success
-      sample: false
+    memory_by_core: {description: "C(resource.memory.by-core) (the size is per core).", type: bool, sample: false}
     nodes:
       description: C(multinode.nodes), the number of ranks; V(1) for a job without C(multinode).
       type: int
-      returned: success
       sample: 2
     implementation:
       description: C(multinode.implementation), or V(null) for a job without C(multinode).
       type: str
-      returned: success
       sample: generic
-    procs_per_node:
-      description: C(multinode.procs-per-node), or V(null) when not set.
-      type: int
-      returned: success
-      sample: null
-    slots_per_node:
-      description: Slots per node, C(procs-per-node), else C(cores), else V(1).
-      type: int
-      returned: success
-      sample: 2
+    procs_per_node: {description: "C(multinode.procs-per-node), or V(null) when not set.", type: int, sample: null}
+    slots_per_node: {description: "Slots per node, C(procs-per-node), else C(cores), else V(1).", type: int, sample: 2}
     total_slots:
       description: RV(job.nodes) x RV(job.slots_per_node) (C(MULTINODE_TOTAL_SLOTS)).
       type: int
-      returned: success
       sample: 4
     depends_on:
-      description:
-        - The jobs and services this one waits for, with the status each must reach
+      description: The jobs and services this one waits for, with the status each must reach
           (V(FINISHED), or V(RUNNING) for a service). From C(depends-on), else from the
           deprecated C(requires) (status V(FINISHED)).
       type: list
       elements: dict
-      returned: success
       sample: [{name: prepare, status: FINISHED}]
     timeout_seconds:
       description: C(policy.timeout.execute) in seconds, or V(null) for no timeout.
       type: float
-      returned: success
       sample: 5400.0
     task_array:
       description: C(task-array) as C({start, end, concurrency}), or V(null).
       type: dict
-      returned: success
       sample: {start: 1, end: 8, concurrency: 4}
     tasks:
       description: Number of task-array tasks (C(end - start + 1)); V(1) without a task array.
       type: int
-      returned: success
       sample: 1
     files:
       description:
@@ -443,35 +357,29 @@ job:
           before the job starts, and removes it at cleanup (see
           M(fuzz.multinode.rank_plan)'s RV(fuzz.multinode.rank_plan#module:spec.files)).
       type: dict
-      returned: success
       sample: {/etc/solver.conf: solver.conf}
     inline_files:
-      description:
-        - C(files) whose contents are given in place of a C(file://) reference, container path
+      description: C(files) whose contents are given in place of a C(file://) reference, container path
           to contents; written as RV(job.files) are.
       type: dict
-      returned: success
       sample: {/etc/app.conf: "threads = 4\n"}
     mounts:
-      description:
-        - >-
-          The mounts (defaults merged), mount location (an absolute container path) to volume
-          name, whichever form the Fuzzfile used (v1 C(VOLUME: {location: /path}), v4
-          C(/path: {volume: VOLUME}), or the short C(/path: VOLUME)).
+      description: >-
+        The mounts (defaults merged), mount location (an absolute container path) to volume
+        name, whichever form the Fuzzfile used (v1 C(VOLUME: {location: /path}), v4
+        C(/path: {volume: VOLUME}), or the short C(/path: VOLUME)).
       type: dict
-      returned: success
       sample: {/scratch: scratch}
     volumes:
-      description:
-        - >-
-          Where each volume that RV(job.mounts) names is kept: V(ephemeral) (one per run of
-          the workflow, C(volume://user/ephemeral) or C(volume://user/ephemeral/NAME), or v4
-          C(use: ephemeral)), C(persistent/NAME) (C(volume://user/persistent/NAME), or a v4
-          volume of another storage class, named by its C(name) or else its key),
-          V(user/persistent) (C(volume://user/persistent)) or V(account/persistent)
-          (C(volume://account/persistent)).
+      description: >-
+        Where each volume that RV(job.mounts) names is kept: V(ephemeral) (one per run of
+        the workflow, C(volume://user/ephemeral) or C(volume://user/ephemeral/NAME), NAME
+        checked and noted, or v4 C(use: ephemeral)), C(persistent/NAME)
+        (C(volume://user/persistent/NAME), or a v4 volume of another storage class, named by
+        its C(name) or else its key), V(user/persistent) (the job user's own,
+        C(volume://user/persistent)) or V(account/persistent) (the account's,
+        C(volume://account/persistent)).
       type: dict
-      returned: success
       sample: {scratch: ephemeral, results: persistent/results}
     image_secret:
       description: >-
@@ -479,15 +387,8 @@ job:
         image is pulled with (run-job.yml takes them from C(fuzz_multinode_secrets)), or
         V(null).
       type: str
-      returned: success
-    cpu_threads:
-      description: C(resource.cpu.threads), or V(null) (not supported yet).
-      type: bool
-      returned: success
-    cpu_sockets:
-      description: C(resource.cpu.sockets), or V(null) (not supported yet).
-      type: int
-      returned: success
+    cpu_threads: {description: "C(resource.cpu.threads), or V(null) (not supported yet).", type: bool}
+    cpu_sockets: {description: "C(resource.cpu.sockets), or V(null) (not supported yet).", type: int}
     devices:
       description: >-
         C(resource.devices): CDI device kind (C(VENDOR/CLASS), such as V(nvidia.com/gpu))
@@ -495,54 +396,33 @@ job:
         task's and job's on its node, from the nodes' CDI specifications (C(/etc/cdi),
         C(/var/run/cdi)).
       type: dict
-      returned: success
     exclusive:
       description: >-
         C(resource.exclusive) (noted, not enforced: a node's devices are never shared
         between jobs; its CPUs may be).
       type: bool
-      returned: success
-    resource_annotations:
-      description: C(resource.annotations) (scheduler hints; ignored).
-      type: dict
-      returned: success
-    retry_attempts:
-      description: C(policy.retry.attempts), or V(null) (ignored, as by Fuzzball).
-      type: int
-      returned: success
+    resource_annotations: {description: "C(resource.annotations) (scheduler hints; ignored).", type: dict}
+    retry_attempts: {description: "C(policy.retry.attempts), or V(null) (ignored, as by Fuzzball).", type: int}
     restart:
       description: C(policy.restart) (V(on-node-fault) or V(never)), or V(null) (not supported yet).
       type: str
-      returned: success
     network_isolated:
       description: C(network.isolated) (not supported yet; jobs and services use their nodes' network).
       type: bool
-      returned: success
-    expose_tcp:
-      description: C(network.expose-tcp) (not supported yet).
-      type: list
-      elements: int
-      returned: success
-    expose_udp:
-      description: C(network.expose-udp) (not supported yet).
-      type: list
-      elements: int
-      returned: success
+    expose_tcp: {description: "C(network.expose-tcp) (not supported yet).", type: list, elements: int}
+    expose_udp: {description: "C(network.expose-udp) (not supported yet).", type: list, elements: int}
     persist:
       description: >-
         A service's C(persist) (it keeps running until the workflow ends, not only until
         its last dependant has), else V(null).
       type: bool
-      returned: success
     readiness_probe:
-      description:
-        - >-
-          A service's C(readiness-probe) as in the Fuzzfile, normalized (its one handler and
-          the timings given; C(http-get.scheme) upper-case, V(HTTP) when not given; a
-          C(port) given by name replaced by the number of that C(network.ports) entry),
-          else V(null). It decides when the service is RUNNING.
+      description: >-
+        A service's C(readiness-probe) as in the Fuzzfile, normalized (its one handler and
+        the timings given; C(http-get.scheme) upper-case, V(HTTP) when not given; a
+        C(port) given by name replaced by the number of that C(network.ports) entry),
+        else V(null). It decides when the service is RUNNING.
       type: dict
-      returned: success
       sample: {http-get: {port: 8080, path: /healthz, scheme: HTTP}, period-seconds: 5}
     ports:
       description: >-
@@ -550,7 +430,6 @@ job:
         not given, C(protocol) V(TCP) or V(UDP)); V([]) for a job.
       type: list
       elements: dict
-      returned: success
       sample: [{name: http, port: 8080, protocol: TCP}]
     endpoints:
       description: >-
@@ -561,13 +440,11 @@ job:
         M(fuzz.multinode.rank_plan)). V([]) for a job.
       type: list
       elements: dict
-      returned: success
       sample: [{name: vnc, port: 6080, protocol: http, path: /, scope: user}]
     unsupported:
       description: Job features that were accepted but are ignored.
       type: list
       elements: str
-      returned: success
       sample: ["jobs.solve.policy.restart: restart policies are not supported yet; ignored"]
 """
 

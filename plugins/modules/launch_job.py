@@ -106,17 +106,12 @@ options:
         teardown on its nodes also removes the run's ephemeral volumes,
         which no later task of the play will. The workflow runner sets it
         false for the jobs it runs, and removes them itself after an
-        interrupt.
+        interrupt. With O(record), such an interrupt marks the run and this job
+        CANCELED there, as a Ctrl-C of the workflow runner does.
     type: bool
     default: true
-  record:
-    description:
-      - The run's record directory on the controller (C(fuzz.multinode.run_record)).
-        An interrupt that ends the run (O(interrupt_ends_run)) marks the run and this job
-        CANCELED there, as a Ctrl-C of the workflow runner does; empty, no record.
-    type: str
-    default: ""
 extends_documentation_fragment:
+  - fuzz.multinode.run_records.record
   - fuzz.multinode.attributes
 attributes:
   action:

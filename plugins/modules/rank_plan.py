@@ -83,6 +83,8 @@ description:
 author:
   - fuzz.multinode developers (!UNKNOWN)
 extends_documentation_fragment:
+  - fuzz.multinode.volumes
+  - fuzz.multinode.volumes.sharing
   - fuzz.multinode.attributes
   - fuzz.multinode.controller_task
 options:
@@ -125,8 +127,7 @@ options:
     type: str
     default: fuzz
   wrapper_path:
-    description:
-      - Absolute path of the SSH wrapper on every node; the value of C(MULTINODE_SSH_WRAPPER)
+    description: Absolute path of the SSH wrapper on every node; the value of C(MULTINODE_SSH_WRAPPER)
         and C(MULTINODE_RSH_WRAPPER).
     type: str
     default: /multinode/ssh-wrapper
@@ -135,12 +136,11 @@ options:
     type: int
     default: 10
   claim_lease:
-    description:
-      - >-
-        Seconds a node keeps this run's claim on the job while nothing of the run is alive
-        there (between the job's registration and its start, and between its end and its
-        cleanup); after that another run of the job may take it over. A positive integer.
-        Put in the spec as RV(spec.claim_lease).
+    description: >-
+      Seconds a node keeps this run's claim on the job while nothing of the run is alive
+      there (between the job's registration and its start, and between its end and its
+      cleanup); after that another run of the job may take it over. A positive integer.
+      Put in the spec as RV(spec.claim_lease).
     type: int
     default: 120
   files:
@@ -151,37 +151,16 @@ options:
         ignored. Contents given in place (the job's C(inline_files)) come with the job.
     type: dict
   run:
-    description:
-      - >-
-        The run's id (C(FB_WORKFLOW_ID) of every process of the run), put in the spec as
-        RV(spec.run); C($FB_WORKFLOW_ID) and C(${FB_WORKFLOW_ID}) in C(command) arguments
-        expand to it. Empty - no run (the variable expands to nothing).
+    description: >-
+      The run's id (C(FB_WORKFLOW_ID) of every process of the run), put in the spec as
+      RV(spec.run); C($FB_WORKFLOW_ID) and C(${FB_WORKFLOW_ID}) in C(command) arguments
+      expand to it. Empty - no run (the variable expands to nothing).
     type: str
     default: ""
-  volume_root:
-    description:
-      - >-
-        Where the nodes keep the job's volumes (the C(fuzz.multinode.job) role's
-        C(fuzz_multinode_volume_root)): an ephemeral volume in
-        C(ephemeral/<run>/<volume>), a persistent one in C(persistent/<name>) below it.
-        Put in the spec as RV(spec.volume_root), with the job's mounts in RV(spec.mounts).
-    type: str
-    default: /var/lib/fuzz-multinode/volumes
-  volume_sharing:
-    description:
-      - >-
-        Whether O(volume_root) is storage every node shares (V(shared)), each node's own
-        (V(node-local)), or what the head's file system type says (V(auto): network and
-        cluster file systems are shared). A multinode job that mounts a volume on
-        node-local storage says so in its log.
-    type: str
-    choices: [auto, shared, node-local]
-    default: auto
   execution:
-    description:
-      - >-
-        Where the ranks run: V(container), each in the job's image (Podman), or V(host),
-        on the bare host.
+    description: >-
+      Where the ranks run: V(container), each in the job's image (Podman), or V(host),
+      on the bare host.
     type: str
     choices: [container, host]
     default: container
@@ -213,21 +192,19 @@ options:
         elements: dict
         default: []
   service_ready_timeout:
-    description:
-      - >-
-        For a service, the seconds it may take to become ready (its readiness probe
-        passing; without one, started) before it is given up; put in the spec as
-        RV(spec.service.ready_timeout). A positive integer (the C(fuzz.multinode.job)
-        role's C(fuzz_multinode_service_ready_timeout)).
+    description: >-
+      For a service, the seconds it may take to become ready (its readiness probe
+      passing; without one, started) before it is given up; put in the spec as
+      RV(spec.service.ready_timeout). A positive integer (the C(fuzz.multinode.job)
+      role's C(fuzz_multinode_service_ready_timeout)).
     type: int
     default: 300
   local:
-    description:
-      - >-
-        Local mode: run every rank (or every task of a task array) on the one host in
-        O(nodes), each rank in its own UTS namespace with its own host name. Wrapper calls
-        reach a rank through the head's local launch socket instead of ssh, so the host
-        needs no sshd. RV(spec.local) is true.
+    description: >-
+      Local mode: run every rank (or every task of a task array) on the one host in
+      O(nodes), each rank in its own UTS namespace with its own host name. Wrapper calls
+      reach a rank through the head's local launch socket instead of ssh, so the host
+      needs no sshd. RV(spec.local) is true.
     type: bool
     default: false
 seealso:
@@ -278,143 +255,87 @@ EXAMPLES = r"""
 
 RETURN = r"""
 spec:
-  description:
-    - The job spec (see C(docs/design.md), "The job spec"), written as JSON to every node
+  description: The job spec (see C(docs/design.md), "The job spec"), written as JSON to every node
       of the job.
   returned: success
   type: dict
   contains:
-    job:
-      description: The job's name.
-      type: str
-      returned: success
-      sample: generic-multinode
-    run:
-      description: The run's id (O(run)).
-      type: str
-      returned: success
-      sample: 20261201T120000Z-a1b2c3
-    user:
-      description: The user that runs the job's processes.
-      type: str
-      returned: success
-      sample: fuzz
+    job: {description: "The job's name.", type: str, sample: generic-multinode}
+    run: {description: "The run's id (O(run)).", type: str, sample: 20261201T120000Z-a1b2c3}
+    user: {description: "The user that runs the job's processes.", type: str, sample: fuzz}
     mode:
       description: V(command) (run RV(spec.argv)) or V(script) (run RV(spec.script) with RV(spec.argv) as arguments).
       type: str
-      returned: success
       sample: command
     argv:
-      description:
-        - Command mode, C(command + args) expanded; script mode, C(args) expanded.
+      description: Command mode, C(command + args) expanded; script mode, C(args) expanded.
       type: list
       elements: str
-      returned: success
       sample: [mpirun, -H, "generic-multinode-0:2,generic-multinode-1:2", -np, "4", mpi_hello_world]
     launcher:
-      description:
-        - >-
-          The argv prefix rank 0 runs the job with, in front of RV(spec.argv) (command mode)
-          or of the script's path and RV(spec.argv) (script mode): the MPI launcher for
-          V(openmpi), V(ompi) and V(mpich); V([]) for V(generic) and jobs without C(multinode).
+      description: >-
+        The argv prefix rank 0 runs the job with, in front of RV(spec.argv) (command mode)
+        or of the script's path and RV(spec.argv) (script mode): the MPI launcher for
+        V(openmpi), V(ompi) and V(mpich); V([]) for V(generic) and jobs without C(multinode).
       type: list
       elements: str
-      returned: success
       sample: [mpirun, -H, "hello-0:1,hello-1:1", --mca, plm_rsh_agent, /multinode/ssh-wrapper, -np, "2"]
-    script:
-      description: The script text in script mode, else V(null).
-      type: str
-      returned: success
-      sample: null
+    script: {description: "The script text in script mode, else V(null).", type: str, sample: null}
     cwd:
-      description:
-        - Working directory of every rank (the job's C(cwd), default V(/)). The node runtime
+      description: Working directory of every rank (the job's C(cwd), default V(/)). The node runtime
           does not create it; the job fails before it starts on a node where the job user
           cannot enter it.
       type: str
-      returned: success
       sample: /
     secret_env:
       description: The job's C(env) keys whose value is a C(secret://NAME) reference, key to NAME.
       type: dict
-      returned: success
       sample: {API_TOKEN: user/api-token}
     secret_args:
-      description:
-        - >-
-          Each argument of RV(spec.argv) that expands a secret C(env) key, C({index, parts}):
-          its parts C([kind, value]), V(text) and the expanded text or V(secret) and the
-          secret's NAME, from which the node runtime builds the argument with the value. A
-          task's own are in its RV(spec.ranks) entry.
+      description: >-
+        Each argument of RV(spec.argv) that expands a secret C(env) key, C({index, parts}):
+        its parts C([kind, value]), V(text) and the expanded text or V(secret) and the
+        secret's NAME, from which the node runtime builds the argument with the value. A
+        task's own are in its RV(spec.ranks) entry.
       type: list
       elements: dict
-      returned: success
       sample: [{index: 2, parts: [[text, "Authorization: Bearer "], [secret, user/api-token]]}]
     files:
-      description:
-        - >-
-          The job's C(files), each C({path, name, contents}) (C(name) empty for contents given
-          in place), references first, in the job's order: written at
-          C(path) on every node of the job as the job user (mode 0644, missing parent
-          directories created as the job user) before the job starts, and removed again at
-          cleanup with the directories created for them. An existing regular file of the job
-          user is overwritten and kept; any other existing path fails the job.
+      description: >-
+        The job's C(files), each C({path, name, contents}) (C(name) empty for contents given
+        in place), references first, in the job's order: written at
+        C(path) on every node of the job as the job user (mode 0644, missing parent
+        directories created as the job user) before the job starts, and removed again at
+        cleanup with the directories created for them. An existing regular file of the job
+        user is overwritten and kept; any other existing path fails the job.
       type: list
       elements: dict
-      returned: success
       sample: [{path: /tmp/solver/solver.conf, name: solver.conf, contents: "tolerance = 1e-6\n"}]
-    kill_grace:
-      description: Seconds between SIGTERM and SIGKILL at cleanup.
-      type: int
-      returned: success
-      sample: 10
+    kill_grace: {description: "Seconds between SIGTERM and SIGKILL at cleanup.", type: int, sample: 10}
     claim_lease:
       description: Seconds the nodes keep this run's claim with nothing of the run alive.
       type: int
-      returned: success
       sample: 120
     implementation:
       description: >-
         The job's C(multinode.implementation) (V(generic), V(openmpi), V(ompi) or V(mpich)),
         or V(null) for a job without C(multinode).
       type: str
-      returned: success
       sample: generic
-    nodes:
-      description: Number of nodes (ranks).
-      type: int
-      returned: success
-      sample: 2
-    slots_per_node:
-      description: Slots per node, C(procs-per-node), else C(cores), else V(1).
-      type: int
-      returned: success
-      sample: 2
-    total_slots:
-      description: Nodes times slots per node (C(MULTINODE_TOTAL_SLOTS)).
-      type: int
-      returned: success
-      sample: 4
+    nodes: {description: "Number of nodes (ranks).", type: int, sample: 2}
+    slots_per_node: {description: "Slots per node, C(procs-per-node), else C(cores), else V(1).", type: int, sample: 2}
+    total_slots: {description: "Nodes times slots per node (C(MULTINODE_TOTAL_SLOTS)).", type: int, sample: 4}
     unsupported:
       description: Job features that are ignored, including job C(env) entries overridden by the runtime.
       type: list
       elements: str
-      returned: success
       sample: []
-    local:
-      description: Whether every rank runs on the one node (O(local)).
-      type: bool
-      returned: success
-      sample: false
+    local: {description: "Whether every rank runs on the one node (O(local)).", type: bool, sample: false}
     image:
       description: The job's image.
       type: dict
-      returned: success
       contains:
-        uri:
-          description: C(image.uri).
-          type: str
-          sample: docker://mirror.gcr.io/library/alpine:3.16
+        uri: {description: "C(image.uri).", type: str, sample: docker://mirror.gcr.io/library/alpine:3.16}
         secret:
           description: >-
             The NAME of C(image.secret) (C(secret://NAME)): the key in
@@ -423,19 +344,15 @@ spec:
           type: str
           sample: user/registry
     service:
-      description:
-        - >-
-          For a service, C(readiness_probe) (its C(readiness-probe), normalized: one handler,
-          C(http-get.scheme) upper-case, a port a number; V(null) without one: ready once
-          started) and C(ready_timeout) (O(service_ready_timeout)); V(null) for a job.
+      description: >-
+        For a service, C(readiness_probe) (its C(readiness-probe), normalized: one handler,
+        C(http-get.scheme) upper-case, a port a number; V(null) without one: ready once
+        started) and C(ready_timeout) (O(service_ready_timeout)); V(null) for a job.
       type: dict
-      returned: success
       sample: {readiness_probe: {http-get: {port: 8080, path: /healthz, scheme: HTTP},
                                  period-seconds: 5}, ready_timeout: 300}
       contains:
-        readiness_probe:
-          description: The service's C(readiness-probe), normalized; V(null) without one.
-          type: dict
+        readiness_probe: {description: "The service's C(readiness-probe), normalized; V(null) without one.", type: dict}
         ready_timeout:
           description: Seconds the service may take to become ready (O(service_ready_timeout)).
           type: int
@@ -446,19 +363,16 @@ spec:
         directory under RV(spec.volume_root) that each rank sees there.
       type: list
       elements: dict
-      returned: success
       sample: [{location: /data, volume: data, store: ephemeral}]
     volume_root:
       description: The directory on every node under which the volumes are (O(volume_root)).
       type: str
-      returned: success
       sample: /var/lib/fuzz-multinode/volumes
     volume_sharing:
       description: >-
         Whether RV(spec.volume_root) is storage every node shares: V(shared), V(node-local)
         or V(auto) (the head's file system type says).
       type: str
-      returned: success
       sample: auto
     task_array:
       description: >-
@@ -468,58 +382,33 @@ spec:
       returned: when the job has a C(task-array)
       sample: {start: 1, end: 8, concurrency: 2}
     extra_hosts:
-      description:
-        - >-
-          C([host name, address]) for the ranks' C(/etc/hosts): C(<service>.svc) of every
-          service in O(services) and, for a service, its own, at its rank 0's address.
+      description: >-
+        C([host name, address]) for the ranks' C(/etc/hosts): C(<service>.svc) of every
+        service in O(services) and, for a service, its own, at its rank 0's address.
       type: list
       elements: list
-      returned: success
       sample: [[api.svc, 172.18.0.2]]
     ranks:
       description: One entry per rank, in rank order.
       type: list
       elements: dict
-      returned: success
       contains:
-        rank:
-          description: The rank number.
-          type: int
-        name:
-          description: The rank's host name, C(<job>-<rank>).
-          type: str
-        node:
-          description: The inventory host that runs the rank.
-          type: str
-        address:
-          description: The node's IP address.
-          type: str
-        slots:
-          description: Slots of this rank.
-          type: int
+        rank: {description: "The rank number.", type: int}
+        name: {description: "The rank's host name, C(<job>-<rank>).", type: str}
+        node: {description: "The inventory host that runs the rank.", type: str}
+        address: {description: "The node's IP address.", type: str}
+        slots: {description: "Slots of this rank.", type: int}
         env:
           description: >-
             The rank's environment (job C(env) plus runtime variables, C(FB_ENDPOINT_*)
             included); C(secret://) values stay references (see RV(spec.secret_env)).
           type: dict
       sample:
-        - rank: 0
-          name: generic-multinode-0
-          node: node-1
-          address: 172.18.0.2
-          slots: 2
-          env:
-            HOSTNAME: generic-multinode-0
-            RANK: "0"
-            MULTINODE_HOSTLIST: "generic-multinode-0:2,generic-multinode-1:2"
-        - rank: 1
-          name: generic-multinode-1
-          node: node-2
-          address: 172.18.0.3
-          slots: 2
-          env:
-            HOSTNAME: generic-multinode-1
-            RANK: "1"
+        - {rank: 0, name: generic-multinode-0, node: node-1, address: 172.18.0.2, slots: 2,
+           env: {HOSTNAME: generic-multinode-0, RANK: "0",
+                 MULTINODE_HOSTLIST: "generic-multinode-0:2,generic-multinode-1:2"}}
+        - {rank: 1, name: generic-multinode-1, node: node-2, address: 172.18.0.3, slots: 2,
+           env: {HOSTNAME: generic-multinode-1, RANK: "1"}}
 """
 
 from ansible.module_utils.basic import AnsibleModule

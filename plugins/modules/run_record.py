@@ -29,7 +29,8 @@ description:
     unchanged) and answers which jobs FINISHED in it (RV(skip)).
   - >-
     O(event=job_started), O(event=job_ended) (the C(fuzz.multinode.workflow) role, for a job it runs
-    in the play) and O(event=ended) (how the run ended, from the workflow's outcomes).
+    in the play) and O(event=ended) (how the run ended, from the workflow's outcomes) write to the
+    record O(record) names (RV(record) of O(event=open)).
   - Runs on the controller only (an action plugin).
 author:
   - fuzz.multinode developers (!UNKNOWN)
@@ -43,14 +44,6 @@ options:
     description: The run's id (C(FB_WORKFLOW_ID)).
     type: str
     required: true
-  runs_dir:
-    description: Where run records are (C(fuzz_multinode_runs_dir)); empty, C(~/.fuzz-multinode/runs).
-    type: str
-    default: ""
-  record:
-    description: The record's directory (RV(record) of O(event=open)), for the other events; empty, none.
-    type: str
-    default: ""
   fuzzfile:
     description: The Fuzzfile's path (O(event=open)).
     type: path
@@ -103,6 +96,8 @@ options:
     type: int
     default: 0
 extends_documentation_fragment:
+  - fuzz.multinode.run_records
+  - fuzz.multinode.run_records.record
   - fuzz.multinode.attributes
 attributes:
   action:

@@ -25,16 +25,13 @@ options:
     description: The run's id (C(FB_WORKFLOW_ID)).
     type: str
     required: true
-  volume_root:
-    description: Where the node keeps volumes (C(fuzz_multinode_volume_root)).
-    type: str
-    default: /var/lib/fuzz-multinode/volumes
   state:
     description: Only V(absent) (the run's ephemeral volumes are gone).
     type: str
     choices: [absent]
     default: absent
 extends_documentation_fragment:
+  - fuzz.multinode.volumes
   - fuzz.multinode.attributes
 attributes:
   action:

@@ -47,15 +47,12 @@ options:
     description: O(command=logs) shows what the job prints next too, until it has ended.
     type: bool
     default: false
-  runs_dir:
-    description: Where run records are (C(fuzz_multinode_runs_dir)); empty, C(~/.fuzz-multinode/runs).
-    type: str
-    default: ""
   wait:
     description: Seconds O(command=cancel) waits for the run to end.
     type: int
     default: 180
 extends_documentation_fragment:
+  - fuzz.multinode.run_records
   - fuzz.multinode.attributes
 attributes:
   action:

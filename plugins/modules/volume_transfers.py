@@ -50,15 +50,6 @@ options:
     description: The run's id (C(FB_WORKFLOW_ID)); names its ephemeral volumes.
     type: str
     required: true
-  volume_root:
-    description: Where the nodes keep volumes (C(fuzz_multinode_volume_root)).
-    type: str
-    default: /var/lib/fuzz-multinode/volumes
-  volume_sharing:
-    description: Whether the volume root is shared storage (C(fuzz_multinode_volume_sharing)).
-    type: str
-    choices: [auto, shared, node-local]
-    default: auto
   user:
     description: The job user, who owns the volumes and does the copying.
     type: str
@@ -90,6 +81,8 @@ options:
     type: float
     default: 30
 extends_documentation_fragment:
+  - fuzz.multinode.volumes
+  - fuzz.multinode.volumes.sharing
   - fuzz.multinode.attributes
 attributes:
   action:

@@ -25,7 +25,8 @@ description:
     inventory and options (without its playbooks, tags and listing options) and the job role's
     O(settings): it runs the job with the C(fuzz.multinode.job) role, which owns the job's life
     as in a run of one job. Its lines are shown as they come, each as C([job] ...); a line
-    C([job] started on hosts ...) when it starts.
+    C([job] started on hosts ...) when it starts. With O(record), each job's state, hosts, ranks
+    and times are written there as they change, and a service's C(ready) and C(stopping) times.
   - >-
     Ctrl-C, SIGTERM, or the end of the running playbook's process: every running job is
     canceled on every host (each job's playbook gets SIGINT, as from a terminal), then whatever
@@ -85,15 +86,6 @@ options:
     description: Local mode (every job on this one machine, which its jobs share).
     type: bool
     default: false
-  volume_root:
-    description: Where the nodes keep volumes (C(fuzz_multinode_volume_root)).
-    type: str
-    default: /var/lib/fuzz-multinode/volumes
-  volume_sharing:
-    description: Whether the volume root is storage every node shares (C(fuzz_multinode_volume_sharing)).
-    type: str
-    choices: [auto, shared, node-local]
-    default: auto
   settings:
     description: Variables of the C(fuzz.multinode.job) role that each job's playbook gets, by name.
     type: dict
@@ -108,14 +100,10 @@ options:
       details); after is what the job waited for (the C(fuzz.multinode.job_after) filter).
     type: str
     default: "%s  %s  %s  %s  %s  %s  %s"
-  record:
-    description:
-      - The run record's directory (C(fuzz.multinode.run_record)'s RV(fuzz.multinode.run_record#module:record)),
-        where each job's state, hosts, ranks and times are written as they change, and a service's
-        C(ready) and C(stopping) times; empty, none.
-    type: str
-    default: ""
 extends_documentation_fragment:
+  - fuzz.multinode.volumes
+  - fuzz.multinode.volumes.sharing
+  - fuzz.multinode.run_records.record
   - fuzz.multinode.attributes
 attributes:
   action:

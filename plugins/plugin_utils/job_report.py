@@ -11,6 +11,8 @@ import os
 import re
 import time
 
+from ansible_collections.fuzz.multinode.plugins.module_utils.report_style import format_duration
+
 PROGRESS_EVERY = 30  # seconds without output before "[job] still running, ..."
 # What a terminal would act on rather than show: C0 controls but the tab,
 # DEL and C1 controls (ESC starts every escape sequence; U+009B is a CSI).
@@ -25,16 +27,6 @@ def shown_on_terminal(text):
     if text.endswith("\r"):
         text = text[:-1]
     return _CONTROLS.sub(lambda found: "\\x%02x" % ord(found.group()), text)
-
-
-def format_duration(seconds):
-    """4.2 s, 1m30s, 2h03m04s."""
-    if seconds < 60:
-        return "%.1f s" % seconds
-    seconds = int(seconds)
-    if seconds < 3600:
-        return "%dm%02ds" % (seconds // 60, seconds % 60)
-    return "%dh%02dm%02ds" % (seconds // 3600, seconds // 60 % 60, seconds % 60)
 
 
 class LiveLog:

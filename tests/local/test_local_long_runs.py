@@ -129,9 +129,9 @@ def wait_for(what, within, every=0.3):
 
 
 def owners_alive(runs_dir, run):
-    from ansible_collections.fuzz.multinode.plugins.module_utils import run_record
+    from ansible_collections.fuzz.multinode.plugins.module_utils import run_processes
 
-    return [entry for entry in state_of(runs_dir, run)["owner"] if run_record.process_alive(entry)]
+    return [entry for entry in state_of(runs_dir, run)["owner"] if run_processes.process_alive(entry)]
 
 
 def stop_background(runs_dir, run, jobs):

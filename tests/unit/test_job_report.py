@@ -9,7 +9,6 @@ import os
 import re
 import stat
 
-import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from multinode_runtime import registry
@@ -18,7 +17,6 @@ from multinode_runtime.spec import JobSpec
 
 from ansible_collections.fuzz.multinode.plugins.plugin_utils.job_report import (
     LiveLog,
-    format_duration,
     shown_on_terminal,
     summary_lines,
 )
@@ -36,15 +34,6 @@ def live_log(tmp_path, every=30):
     shown, clock = [], Clock()
     log = LiveLog("job", str(tmp_path / "logs" / "job.log"), shown.append, every, clock)
     return log, shown, clock
-
-
-# -- durations ----------------------------------------------------------------------
-
-@pytest.mark.parametrize("seconds, text", [
-    (0, "0.0 s"), (4.25, "4.2 s"), (59.94, "59.9 s"), (60, "1m00s"), (90, "1m30s"),
-    (3599, "59m59s"), (3600, "1h00m00s"), (7384, "2h03m04s")])
-def test_durations_read_as_a_user_writes_them(seconds, text):
-    assert format_duration(seconds) == text
 
 
 # -- the live log -------------------------------------------------------------------

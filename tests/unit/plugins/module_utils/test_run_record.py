@@ -1,51 +1,23 @@
 """The run record (module_utils/run_record.py, run_views.py): private files
 written whole, no secret in the command line, job states as a run goes,
-LOST once the run's processes are gone, the refusals of status, cancel and
-resume with messages that say why."""
+the refusals of status and cancel with messages that say why (a run after
+its process, LOST or resumed: test_run_recovery.py)."""
 
 import json
 import os
 import stat
-import subprocess
-import sys
-import time
 
 import pytest
+from run_records import JOBS, RUN, a_dead_process, new_record, this_process
 
 from ansible_collections.fuzz.multinode.plugins.module_utils import run_record as rr
 from ansible_collections.fuzz.multinode.plugins.module_utils import run_views as views
 from ansible_collections.fuzz.multinode.plugins.module_utils.run_command import recorded_command
 
-RUN = "20261204T080102Z-a1b2c3"
-
-
-def job(name, depends=(), kind=None, **more):
-    entry = {"name": name, "nodes": 2, "depends_on": [{"name": dep, "status": "FINISHED"} for dep in depends]}
-    if kind:
-        entry["kind"] = kind
-    entry.update(more)
-    return entry
-
-
-JOBS = [job("prepare"), job("solve", ["prepare"]), job("report", ["solve"])]
-
-
-def this_process():
-    return [rr.process_entry("playbook", os.getpid())]
-
-
-def a_dead_process():
-    child = subprocess.Popen([sys.executable, "-c", "pass"])
-    child.wait()
-    return [rr.process_entry("playbook", child.pid)]
-
 
 @pytest.fixture
 def record(tmp_path):
-    fuzzfile = b"version: v4\njobs: {}\n"
-    argv = ["ansible-playbook", "run-job.yml", "-e", "fuzzfile=wf.yml", "-e", "fuzz_multinode_secrets={\"t\": 1}"]
-    return rr.open_record(str(tmp_path / "runs"), RUN, fuzzfile, argv, JOBS, "wf", str(tmp_path / "logs"),
-                          this_process(), fuzzfile_path="/home/me/wf.yml")
+    return new_record(tmp_path)
 
 
 def test_the_record_is_private_and_holds_the_fuzzfile_and_every_job(record, tmp_path):
@@ -124,52 +96,6 @@ def test_the_end_of_a_run_ends_every_job(record):
     assert rr.workflow_state({"a": {"status": "NOT_RUN"}}) == rr.FAILED
 
 
-def test_a_run_whose_processes_are_gone_is_lost_once_looked_at(record):
-    assert rr.settle(record)["state"] == rr.RUNNING  # this process owns it
-    rr.job_ended(record, "prepare", "FINISHED")
-    rr.job_started(record, "solve", ["node-1"])
-    record.update(lambda state: state.__setitem__("owner", a_dead_process()))
-    state = rr.settle(record)
-    assert state["state"] == rr.LOST and state["ended"]
-    assert [state["jobs"][name]["state"] for name in state["order"]] == ["FINISHED", "LOST", "NOT_RUN"]
-    assert record.state()["state"] == rr.LOST  # written so
-
-
-def test_a_run_whose_playbook_ended_before_any_job_started_is_failed(record):
-    record.update(lambda state: state.__setitem__("owner", a_dead_process()))
-    state = rr.settle(record)
-    assert state["state"] == rr.FAILED and "ended before any job started" in state["message"]
-    assert {entry["state"] for entry in state["jobs"].values()} == {"NOT_RUN"}
-    assert "ended before any job started" in views.status_lines(state)[0]
-
-
-def test_a_reused_pid_is_not_the_run_s_process_nor_is_a_zombie():
-    entry = rr.process_entry("playbook", os.getpid())
-    assert rr.process_alive(entry)
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.5)"])
-    zombie = rr.process_entry("playbook", child.pid)
-    assert rr.process_alive(zombie)
-    while open("/proc/%d/stat" % child.pid).read().rsplit(")", 1)[1].split()[0] != "Z":
-        time.sleep(0.05)  # dead, not reaped
-    assert not rr.process_alive(zombie)
-    child.wait()
-    assert not rr.process_alive(dict(entry, start="1"))
-    assert not rr.process_alive(dict(entry, boot="another-boot"))
-
-
-def test_a_canceled_run_whose_processes_are_gone_is_canceled_by_its_user(record):
-    rr.request_cancel(record, "me@controller")
-    record.update(lambda state: state.__setitem__("owner", a_dead_process()))
-    state = rr.settle(record)
-    assert state["state"] == rr.CANCELED and state["canceled_by"] == "me@controller"
-
-
-def test_a_run_just_submitted_is_running_until_its_runner_takes_it(tmp_path):
-    record = rr.submitted(str(tmp_path), RUN, b"x", ["ansible-playbook"], "wf", str(tmp_path / "logs"))
-    assert rr.settle(record)["state"] == rr.RUNNING
-    assert rr.settle(record, now=rr.seconds_of(record.state()["started"]) + 61)["state"] == rr.FAILED
-
-
 def test_runs_are_listed_newest_first_with_a_corrupt_one_named(tmp_path):
     directory = str(tmp_path)
     older = rr.open_record(directory, "20261203T000000Z-000001", b"x", [], JOBS, "old", "/l", a_dead_process())
@@ -218,63 +144,6 @@ def test_logs_are_every_job_s_in_order_or_the_one_named(record, tmp_path):
     assert views.job_log_path(state, "solve") == str(tmp_path / "logs" / "solve.log")
     with pytest.raises(rr.RecordError, match="has no job nope .its jobs: prepare, solve, report"):
         views.logged_jobs(state, "nope")
-
-
-def test_resume_skips_the_finished_jobs_and_refuses_a_changed_one(record, tmp_path):
-    with pytest.raises(rr.RecordError, match="is RUNNING: cancel it first"):
-        rr.resume_plan(record.state(), JOBS)
-    rr.job_ended(record, "prepare", "FINISHED", "job prepare finished")
-    rr.job_ended(record, "solve", "FAILED", "rank 0 exited with status 1")
-    rr.run_ended(record, rr.FAILED)
-    assert rr.resume_plan(record.state(), JOBS) == ["prepare"]
-    changed = [JOBS[0], dict(JOBS[1], nodes=3), JOBS[2]]
-    with pytest.raises(rr.RecordError, match="job solve changed since the run"):
-        rr.resume_plan(record.state(), changed)
-    with pytest.raises(rr.RecordError, match="job extra is new"):
-        rr.resume_plan(record.state(), JOBS + [job("extra")])
-    with pytest.raises(rr.RecordError, match="job report is not in it any more"):
-        rr.resume_plan(record.state(), JOBS[:2])
-    rr.resumed(record, ["prepare"], this_process(), str(tmp_path / "logs"))
-    state = record.state()
-    assert state["state"] == rr.RUNNING and len(state["resumed"]) == 1
-    assert [state["jobs"][name]["state"] for name in state["order"]] == ["SKIPPED", "WAITING", "WAITING"]
-    assert [line.split() for line in views.status_lines(state)[2:5]] == [
-        ["prepare", "SKIPPED", _clock_of(state, "prepare", "start"), _clock_of(state, "prepare", "end"), "-", "-"],
-        ["solve", "WAITING", "-", "-", "-", "prepare"],
-        ["report", "WAITING", "-", "-", "-", "solve"]]
-    rr.job_ended(record, "solve", "FINISHED")
-    rr.job_ended(record, "report", "FAILED")
-    rr.run_ended(record, rr.FAILED)
-    assert rr.resume_plan(record.state(), JOBS) == ["prepare", "solve"]  # SKIPPED counts as FINISHED
-    rr.resumed(record, ["prepare", "solve"], this_process(), str(tmp_path / "logs"))
-    rr.run_ended(record, rr.FINISHED)
-    with pytest.raises(rr.RecordError, match="is FINISHED: there is nothing to resume"):
-        rr.resume_plan(record.state(), JOBS)
-
-
-def test_a_resume_into_another_log_directory_finds_each_job_s_log_where_it_was_written(record, tmp_path):
-    rr.job_ended(record, "prepare", "FINISHED")
-    rr.job_ended(record, "solve", "FAILED")
-    rr.run_ended(record, rr.FAILED)
-    rr.resumed(record, ["prepare"], this_process(), str(tmp_path / "again"))
-    state = record.state()
-    assert views.job_log_path(state, "prepare") == str(tmp_path / "logs" / "prepare.log")
-    assert views.job_log_path(state, "solve") == str(tmp_path / "again" / "solve.log")  # while it runs again
-    rr.job_ended(record, "solve", "FINISHED")
-    assert views.job_log_path(record.state(), "solve") == str(tmp_path / "again" / "solve.log")
-    assert rr.report_path(record.state()) == str(tmp_path / "again" / rr.REPORT_FILE)
-
-
-def _clock_of(state, name, which):
-    return state["jobs"][name][which][11:19]
-
-
-def test_a_service_runs_again_on_resume(tmp_path):
-    jobs = [job("db", kind="service"), job("load", ["db"])]
-    record = rr.open_record(str(tmp_path), RUN, b"x", [], jobs, "wf", "/l", this_process())
-    rr.job_ended(record, "db", "FINISHED")
-    rr.run_ended(record, rr.FAILED)
-    assert rr.resume_plan(record.state(), jobs) == []
 
 
 def test_ansible_runner_s_command_file_keeps_no_environment_nor_secret(record):
