@@ -379,8 +379,8 @@ class Bench:
             for _unused in range(self.job_reps):
                 job.append(self.run_job("trivial-%d" % size, inventory=self.scale_inventory))
                 ad_hoc.append(self.ad_hoc(inventory=self.scale_inventory))
-            say("  run-job.yml %s s; ansible -m command %s s" % (" ".join("%.1f" % t for t in job),
-                                                                " ".join("%.1f" % t for t in ad_hoc)))
+            say("  run-job.yml %s s; ansible -m command %s s" % (
+                " ".join("%.1f" % t for t in job), " ".join("%.1f" % t for t in ad_hoc)))
             rows.append(("trivial job, %d hosts" % size, "s", median(job), median(ad_hoc),
                          "ansible multinode -m command", "<=", 2.0))
         return rows, [], True

@@ -3,8 +3,9 @@ it placed there (its registration, files, cgroups, secrets, host names).
 
 When rank 0 ends the head's supervisor asks every worker node to stop the
 job there (a cleanup request: a session of the job's open connection to the
-node, a fresh connection where that is gone), then stops it where it runs. A worker whose rank logs fit in its answer hands them over
-and unregisters the job there and then; the head keeps those logs for the
+node, a fresh connection where that is gone), then stops it where it
+runs. A worker whose rank logs fit in its answer hands them over and
+unregisters the job there and then; the head keeps those logs for the
 play's `cleanup JOB --logs` there, which brings them home with its own, so
 the play cleans up only the head and the workers that did not (their logs
 too large, or no answer). An interrupted playbook, which no play cleans up
