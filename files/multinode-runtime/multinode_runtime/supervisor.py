@@ -113,16 +113,14 @@ class Supervisor:
             if self.local_launcher is not None:
                 send_signal(self.local_launcher, signal.SIGKILL)  # no new launches while the job is torn down
             if namespace is not None:
-                # The job is over when rank 0 ends: the agent makes no new
-                # calls; what is left of the job stops on every worker node,
-                # over the job's connections while they live (a session of
-                # an open connection, not a new one: the head's kill below
-                # ends them), then here.
+                # The job is over when rank 0 ends: stop what is left of it
+                # here (the agent too: it makes no new calls, and ends with
+                # its calls in flight), then on every worker node.
+                kill_job_processes(self.local_namespaces(namespace), self.grace, self.user,
+                                   run_cgroups(self.job))
                 if self.agent is not None:
                     self.agent.stop()
                 self.clean_workers()
-                kill_job_processes(self.local_namespaces(namespace), self.grace, self.user,
-                                   run_cgroups(self.job))
             if self.rank0_output is not None:
                 self.rank0_output.finish()
             forget_secrets(self.job)
@@ -211,9 +209,8 @@ class Supervisor:
         # A worker that unregisters the job also removes the run's ephemeral
         # volumes when the run ends with the job: the head's `cleanup
         # --everywhere --run-volumes` after it no longer reaches that worker.
-        connected = {node for node, transport in self.transports.items() if transport.connected()}
         records, handed = clean_nodes(self.spec, self.user, nodes, unregister=False, hand_over=True,
-                                      run_volumes=self.run_ends_with_job(), connected=connected)
+                                      run_volumes=self.run_ends_with_job())
         self.remote_calls += records
         keep_handed_logs(self.job, handed)
         self.torn_down = sorted(handed)

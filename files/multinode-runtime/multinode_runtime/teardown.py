@@ -1,11 +1,10 @@
 """Teardown: stopping a job's processes on a node and removing everything
 it placed there (its registration, files, cgroups, secrets, host names).
 
-When rank 0 ends the head's supervisor asks every worker node to stop the
-job there (a cleanup request: a session of the job's open connection to the
-node, a fresh connection where that is gone), then stops it where it
-runs. A worker whose rank logs fit in its answer hands them over and
-unregisters the job there and then; the head keeps those logs for the
+The head's supervisor stops the job where it runs when rank 0 ends and asks
+every worker node to do the same (a cleanup request over a fresh
+connection). A worker whose rank logs fit in its answer hands them over
+and unregisters the job there and then; the head keeps those logs for the
 play's `cleanup JOB --logs` there, which brings them home with its own, so
 the play cleans up only the head and the workers that did not (their logs
 too large, or no answer). An interrupted playbook, which no play cleans up
@@ -124,11 +123,10 @@ def remove_run_volumes(spec):
         sys.stderr.write("multinode-runtime: the ephemeral volumes of run %s: %s\n" % (spec.run, exc))
 
 
-def clean_nodes(spec, user, nodes, unregister, hand_over=False, run_volumes=False, connected=()):
+def clean_nodes(spec, user, nodes, unregister, hand_over=False, run_volumes=False):
     """Send the cleanup request to `nodes` ({node: a rank on it}) in
-    parallel, as the job user: through the job's ControlMaster to the nodes
-    `connected` (the head's teardown: their connections still live), over
-    fresh ssh connections to the others. Each node stops what is left of the job there,
+    parallel, over fresh ssh connections as the job user (the multiplexed
+    ones are gone by now): each node stops what is left of the job there,
     and with `unregister` also removes the job's registration (cleanup_job).
     Returns the call records the nodes answer with, and with `hand_over`
     {node: its rank logs} of the nodes that handed their logs over and
@@ -138,7 +136,7 @@ def clean_nodes(spec, user, nodes, unregister, hand_over=False, run_volumes=Fals
         request["hand_over"] = True
     if run_volumes:
         request["run_volumes"] = True
-    calls = {node: spawn_as(user, transport_for(spec, rank).command(request, fresh=node not in connected),
+    calls = {node: spawn_as(user, transport_for(spec, rank).command(request, fresh=True),
                             rank_environment(spec, spec.head, user), "/",
                             subprocess.DEVNULL, subprocess.PIPE, subprocess.DEVNULL)
              for node, rank in nodes.items()}

@@ -105,11 +105,6 @@ class SshTransport:
     def channel(self):
         return SshChannel(self)
 
-    def connected(self):
-        """Whether the job's connection to the node still lives (its hold
-        session, a client of the ControlMaster, ends with it)."""
-        return self.proc is not None and self.proc.poll() is None
-
     def close(self):
         """Nothing: the hold ends with the supervisor, after the teardown."""
 
@@ -181,9 +176,6 @@ class LocalTransport:
         from .rank_call import serve_call
         node = registry.this_node(self.spec.job)
         return ForkedCalls(lambda request: serve_call(self.spec, node, request, 1, self.user))
-
-    def connected(self):
-        return False  # no connection: the launch socket is this node's
 
     def close(self):
         """Nothing: the supervisor stops the launch socket."""
