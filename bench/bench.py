@@ -154,11 +154,13 @@ class Bench:
             self.start_node(node)
         self.write_inventory()
 
-    def write_inventory(self):
-        # The rows measure the bare-host launch path (the container rows set
-        # their own execution).
-        self.inventory.write_text("[multinode]\n%s\n[multinode:vars]\nansible_connection=community.docker.docker\n"
-                                  "ansible_become=false\nfuzz_multinode_execution=host\n" % "\n".join(self.nodes))
+    def write_inventory(self, path=None, nodes=None):
+        """The inventory of `nodes` (the bench's 9) at `path` (inventory).
+        The rows measure the bare-host launch path (the container rows set
+        their own execution)."""
+        (path or self.inventory).write_text(
+            "[multinode]\n%s\n[multinode:vars]\nansible_connection=community.docker.docker\n"
+            "ansible_become=false\nfuzz_multinode_execution=host\n" % "\n".join(nodes or self.nodes[:NODES]))
 
     def start_node(self, node):
         # SYS_ADMIN lets the runtime give each rank its own host name;
@@ -177,9 +179,7 @@ class Bench:
             if docker("inspect", "-f", "{{.State.Running}}", node, check=False).stdout.strip() != b"true":
                 docker("rm", "-f", node, check=False)
                 self.start_node(node)
-        self.scale_inventory.write_text(
-            "[multinode]\n%s\n[multinode:vars]\nansible_connection=community.docker.docker\n"
-            "ansible_become=false\nfuzz_multinode_execution=host\n" % "\n".join(self.nodes[:size]))
+        self.write_inventory(self.scale_inventory, self.nodes[:size])
 
     def remove_cluster(self):
         # The scale rows' nodes too, also those a --keep-cluster run left.
