@@ -32,25 +32,9 @@ STAMP = "/etc/fuzz-multinode/prepared"  # written by the node role's prepare.yml
 
 SSH_TOOLS = ("/usr/sbin/sshd", "/usr/bin/ssh", "/usr/bin/ssh-keygen")  # what preparing needs
 
-# The stamp (the fingerprint, then the nodes whose host keys are pinned),
-# each line after "stamp "; whether sshd runs (local mode has none); the
-# SSH tools missing; whether systemd runs; the address: the source address
-# of the route to a public address, as Ansible's default IPv4 fact has it
-# (no packet is sent); the CDI devices ("devices {JSON}", none without
-# Python: unknown). The reader's here-document is not last: Ansible appends
-# " && sleep 0" to the command.
-CHECK = r"""
-/usr/bin/python3 -I - <<'FMN_CDI_READER' 2>/dev/null
-%(cdi_reader)s
-FMN_CDI_READER
-sed 's/^/stamp /' %(stamp)s 2>/dev/null
-if test %(local)s = yes ||
-   test "$(cat "/proc/$(cat /run/sshd.pid 2>/dev/null)/comm" 2>/dev/null)" = sshd
-then echo sshd; else echo no-sshd; fi
-for tool in %(tools)s; do test -e "$tool" || echo "missing $tool"; done
-test ! -d /run/systemd/system || echo systemd
-/usr/bin/python3 -I -c 'import boto3' 2>/dev/null && echo boto3
-python3 -I -c '
+# The node's source address: of the route to a public address, as Ansible's
+# default IPv4 fact has it (no packet is sent).
+ADDRESS = """
 import socket
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 try:
@@ -58,7 +42,35 @@ try:
     print("address", s.getsockname()[0])
 except OSError:
     print("address")
-' 2>/dev/null || echo address
+"""
+
+# One Python for what needs one (a Python's start is the check's largest
+# cost on a busy node): the CDI devices ("devices {JSON}"), whether the
+# runtime's Python has boto3 (found, not imported: its import alone takes
+# about 0.3 s), the address. Without that Python, any python3 tells the
+# address and the devices are unknown.
+NODE_FACTS = """
+%(cdi_reader)s
+import importlib.util
+if importlib.util.find_spec("boto3") is not None:
+    print("boto3")
+""" + ADDRESS
+
+# The stamp (the fingerprint, then the nodes whose host keys are pinned),
+# each line after "stamp "; whether sshd runs (local mode has none); the
+# SSH tools missing; whether systemd runs; then the node's facts above. The
+# here-document is not last: Ansible appends " && sleep 0" to the command.
+CHECK = r"""
+sed 's/^/stamp /' %(stamp)s 2>/dev/null
+if test %(local)s = yes ||
+   test "$(cat "/proc/$(cat /run/sshd.pid 2>/dev/null)/comm" 2>/dev/null)" = sshd
+then echo sshd; else echo no-sshd; fi
+for tool in %(tools)s; do test -e "$tool" || echo "missing $tool"; done
+test ! -d /run/systemd/system || echo systemd
+/usr/bin/python3 -I - <<'FMN_NODE_FACTS' 2>/dev/null ||
+%(node_facts)s
+FMN_NODE_FACTS
+python3 -I -c '%(address)s' 2>/dev/null || echo address
 """
 
 
@@ -91,8 +103,9 @@ class ActionModule(ActionBase):
         # Stripped: Ansible appends " && sleep 0" to the command.
         with open(CDI_READER) as handle:
             cdi_reader = handle.read()
+        node_facts = NODE_FACTS % {"cdi_reader": cdi_reader}
         command = CHECK.strip() % {"stamp": STAMP, "local": "yes" if params["local"] else "no",
-                                   "tools": " ".join(SSH_TOOLS), "cdi_reader": cdi_reader}
+                                   "tools": " ".join(SSH_TOOLS), "node_facts": node_facts, "address": ADDRESS}
         done = self._low_level_execute_command(command, sudoable=True)
         lines = done.get("stdout", "").splitlines()
         sshd = [line for line in lines if line in ("sshd", "no-sshd")]

@@ -200,3 +200,23 @@ def test_a_node_whose_python_cannot_count_devices_could_not_tell(tmp_path, monke
     monkeypatch.setattr(node_state, "CHECK", node_state.CHECK.replace("/usr/bin/python3 -I -", "/nonexistent -"))
     result = state(tmp_path, monkeypatch, "f1\na\nb\n")
     assert result["devices"] is None and result["device_problems"] == [], result
+
+
+def test_the_address_comes_without_the_runtimes_python_too(tmp_path, monkeypatch):
+    usual = state(tmp_path, monkeypatch, "f1\na\nb\n")["address"]
+    monkeypatch.setattr(node_state, "CHECK", node_state.CHECK.replace("/usr/bin/python3 -I -", "/nonexistent -"))
+    assert state(tmp_path, monkeypatch, "f1\na\nb\n")["address"] == usual
+
+
+def test_the_state_says_whether_the_runtimes_python_has_boto3_without_importing_it(tmp_path, monkeypatch):
+    """Found, not imported: the stand-in package fails on import."""
+    package = tmp_path / "site" / "boto3"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("raise SystemExit('imported')\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "site"))
+    monkeypatch.setattr(node_state, "CHECK", node_state.CHECK.replace("/usr/bin/python3 -I -", "/usr/bin/python3 -"))
+    found = state(tmp_path, monkeypatch, "f1\na\nb\n")
+    assert found["boto3"] is True and found["devices"] is not None, found
+    # -S: no site-packages, so no boto3 wherever this machine has one.
+    monkeypatch.setattr(node_state, "CHECK", node_state.CHECK.replace("/usr/bin/python3 -", "/usr/bin/python3 -I -S -"))
+    assert state(tmp_path, monkeypatch, "f1\na\nb\n")["boto3"] is False
