@@ -7,6 +7,7 @@ import base64
 import json
 import os
 import signal
+import time
 from unittest import mock
 
 import pytest
@@ -228,3 +229,28 @@ def test_run_volumes_fails_with_the_runtimes_message():
     host = Host((1, "", "multinode-runtime: remove-volumes: '../x' is not a run id\n"))
     result = action(RunVolumes, dict(run="../x"), host).run(task_vars={})
     assert result["failed"] and result["msg"] == "remove-volumes: '../x' is not a run id"
+
+
+def test_launch_job_keeps_its_poll_interval_while_a_flood_of_output_keeps_it_behind(tmp_path):
+    """768 KiB of log at once: three polls bring it, 256 KiB each, one a
+    poll interval rather than back to back; all of it reaches the log."""
+    chunk = 256 << 10
+    flood = (b"x" * 1023 + b"\n") * 768
+    times = []
+
+    def piece(index, **fields):
+        def answered():
+            times.append(time.monotonic())
+            data = flood[index * chunk:(index + 1) * chunk]
+            return answer(log_data=base64.b64encode(data).decode(), log_size=len(flood), **fields)
+        return answered
+
+    host = Host(piece(0, finished=False, status="RUNNING", started=True, pid=7, kill_grace=1),
+                piece(1, finished=False, status="RUNNING"),
+                piece(2, finished=True, changed=True, status="FINISHED", rc=0, message="job hello finished"))
+    result = action(LaunchJob, dict(job="hello", run="r1", poll=0.3, log_file=str(tmp_path / "hello.log")),
+                    host).run(task_vars={})
+    assert result["status"] == "FINISHED" and result["log_complete"] is True
+    assert (tmp_path / "hello.log").read_bytes() == flood
+    assert [round(later - earlier, 1) >= 0.3 for earlier, later in zip(times, times[1:])] == [True, True], times
+    assert all(" --wait 0 " in command for command, _unused in host.commands[1:]), host.commands
