@@ -252,5 +252,6 @@ def test_launch_job_keeps_its_poll_interval_while_a_flood_of_output_keeps_it_beh
                     host).run(task_vars={})
     assert result["status"] == "FINISHED" and result["log_complete"] is True
     assert (tmp_path / "hello.log").read_bytes() == flood
-    assert [round(later - earlier, 1) >= 0.3 for earlier, later in zip(times, times[1:])] == [True, True], times
+    gaps = [round(later - earlier, 1) for earlier, later in zip(times, times[1:], strict=False)]
+    assert len(gaps) == 2 and min(gaps) >= 0.3, times
     assert all(" --wait 0 " in command for command, _unused in host.commands[1:]), host.commands
