@@ -5,11 +5,15 @@ every command through here, after everything else about the process is set
 (its UTS namespace, CPUs, cgroups, environment)."""
 
 import os
+import re
+import stat
 
 from .errors import RuntimeFailure
 from .inputs import program_shown
 from .processes import run_as, spawn_as
 from .sandbox import job_sandbox
+
+SHEBANG_BYTES = 256  # what the kernel reads of a file it execs (BINPRM_BUF_SIZE)
 
 
 def rank_sandbox(spec, rank):
@@ -41,6 +45,44 @@ def spawn_rank(spec, rank, user, argv, env, sandbox, stdout, stderr):
         child.wait()
         raise RuntimeFailure(_exec_failure(rank, program_shown(spec, rank, argv), reported == b"exec denied\n"))
     return child
+
+
+def command_shown(argv, sandbox, cwd):
+    """The command lines that the command argv shows once the shell
+    entering `sandbox` has exec'd it (in `cwd` there), as does a fork of it
+    until that fork execs: argv itself or, for a `#!` script, the kernel's
+    rewrite of it (its interpreter, the interpreter's argument if any, the
+    script's path, argv[1:]) and, for `#!/usr/bin/env NAME`, the line of
+    NAME that env execs. An argv[0] with no "/" in the job's image is
+    looked up there: taken as it is."""
+    lines = [[os.fsencode(arg) for arg in argv]]
+    if "/" not in argv[0]:
+        return lines
+    first = _first_line(sandbox, os.path.join(cwd, argv[0]))
+    if not first.startswith(b"#!"):
+        return lines
+    words = re.split(rb"[ \t]+", first[2:].split(b"\n")[0].strip(b" \t"), maxsplit=1)
+    if not words[0]:
+        return lines
+    lines.append(words + lines[0])  # the path as exec'd is argv[0]
+    if len(words) == 2 and os.path.basename(words[0]) == b"env" and not re.search(rb"^-|[ \t]", words[1]):
+        lines.append(words[1:] + lines[0])
+    return lines
+
+
+def _first_line(sandbox, path):
+    """What the kernel reads of the file at path in the sandbox to tell a
+    `#!` script (b"" when it is not a regular file there)."""
+    try:
+        fd = os.open("/proc/%d/root%s" % (sandbox.pid, path), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return b""
+    try:
+        return os.read(fd, SHEBANG_BYTES) if stat.S_ISREG(os.fstat(fd).st_mode) else b""
+    except OSError:
+        return b""
+    finally:
+        os.close(fd)
 
 
 def _exec_failure(rank, program, denied):

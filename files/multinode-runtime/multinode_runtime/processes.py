@@ -167,11 +167,12 @@ def reap_children():
         done[pid] = status
 
 
-def descendants(ancestor):
-    """Every process below `ancestor` in the process tree. While a runtime
-    process lives it is a subreaper, so this includes processes that
-    daemonized (setsid, double fork) and ones whose namespace we may not read
-    (non-dumpable processes such as ssh, without CAP_SYS_PTRACE)."""
+def descendants(ancestor, *more):
+    """Every process below `ancestor` (or any of `more`) in the process
+    tree. While a runtime process lives it is a subreaper, so this includes
+    processes that daemonized (setsid, double fork) and ones whose namespace
+    we may not read (non-dumpable processes such as ssh, without
+    CAP_SYS_PTRACE)."""
     children = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -179,7 +180,7 @@ def descendants(ancestor):
         ppid = parent(int(entry))
         if ppid is not None:
             children.setdefault(ppid, []).append(int(entry))
-    found, todo = [], [ancestor]
+    found, todo = [], [ancestor, *more]
     while todo:
         for child in children.get(todo.pop(), []):
             found.append(child)

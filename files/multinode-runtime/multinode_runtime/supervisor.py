@@ -16,7 +16,7 @@ from .calls import rank_outcomes, read_call_records
 from .cgroups import place, run_cgroups
 from .claims import touch_claim
 from .errors import PROG, RuntimeFailure
-from .execution import rank_sandbox, spawn_rank
+from .execution import command_shown, rank_sandbox, spawn_rank
 from .inputs import forget_secrets, job_command, job_environment, job_user
 from .local_socket import start_local_launcher
 from .processes import (
@@ -37,6 +37,14 @@ from .sandbox import host_reason, ran_in
 from .teardown import clean_nodes, keep_handed_logs
 from .transport import open_transports
 from .wire import LineRelay, write_all
+
+# How long after the head command ended a process still showing its
+# command line (a fork of it, not exec'd yet) counts as a wrapper call
+# about to be made: exec_all starts each worker's call as
+# `"$MULTINODE_SSH_WRAPPER" host script &`, and rank 0's shell can exit
+# before that fork has exec'd the wrapper. Only briefly: a job that leaves
+# background subshells of its own must not wait the whole grace for them.
+SETTLE_SECONDS = 0.5
 
 
 class Cancelled(Exception):
@@ -63,6 +71,8 @@ class Supervisor:
         self.agent = None  # the job's wrapper calls from this node (agent.py)
         self.rank0_output = None  # rank 0's stdout and stderr, into the job log (wire.LineRelay)
         self.rank0_call = None  # rank 0's own run, as a call record
+        self.head_command = None  # rank 0's command, for its forks at its end (HeadCommand)
+        self.sandbox_pid = None  # the host pid of the run's sandbox's PID 1 here
         self.remote_calls = []  # the call records of the workers' nodes
         self.torn_down = []  # worker nodes the teardown left nothing on (clean_workers)
         self.teardown_at = None  # when the job's teardown began
@@ -278,6 +288,8 @@ class Supervisor:
         # them, as teardown kills all they hold.
         with placement.spawning_in():
             child = spawn_rank(self.spec, self.head, self.user, argv, env, sandbox, out, out)
+        self.head_command = HeadCommand(command_shown(argv, sandbox, self.spec.cwd))
+        self.sandbox_pid = sandbox.pid
         for warning in placement.warnings:
             write_all(log_fd, ("fuzz.multinode: warning: %s\n" % warning).encode())
         self.rank0_output.start()
@@ -317,6 +329,8 @@ class Supervisor:
                     child.returncode = exit_status(status)
                     deadline = time.monotonic() + self.grace
                     self.rank0_call.update(end=time.time(), status=child.returncode)
+                    if self.head_command is not None:
+                        self.head_command.end()
             if self.readiness is not None and deadline is None:
                 self.readiness.check(reaped)
             self.agent.check()
@@ -327,9 +341,37 @@ class Supervisor:
 
     def calls_in_flight(self):
         """Whether a wrapper call of this node is still being made: by the
-        agent, or by a wrapper process of its own (the slow path)."""
+        agent, or by a wrapper process of its own (the slow path), or just
+        after rank 0 ended, about to be (HeadCommand.forks). Rank 0's
+        processes are below the supervisor while their shell lives, then
+        (orphans) below the sandbox's PID 1."""
+        if self.agent.calls_in_flight():
+            return True
         client = os.fsencode(self.head.env.get("MULTINODE_SSH_WRAPPER", ""))
-        return self.agent.calls_in_flight() or bool(wrapper_calls(descendants(os.getpid()), client))
+        pids = descendants(os.getpid(), *([self.sandbox_pid] if self.sandbox_pid else []))
+        return bool(wrapper_calls(pids, client)) or bool(
+            self.head_command is not None and self.head_command.forks(pids))
+
+
+class HeadCommand:
+    """Rank 0's command on the head, for the calls it may have been about to
+    make when it ended: the command lines it shows (execution.command_shown),
+    as a fork of it does until it execs, and when it ended."""
+
+    def __init__(self, lines):
+        self.lines = {tuple(line) + (b"",) for line in lines}  # as processes.command_line reads them
+        self.ended_at = None
+
+    def end(self):
+        self.ended_at = time.monotonic()
+
+    def forks(self, pids):
+        """The processes among pids still forks of the command, while such a
+        fork counts as a call about to be made: SETTLE_SECONDS after it
+        ended. None before, or after."""
+        if self.ended_at is None or time.monotonic() > self.ended_at + SETTLE_SECONDS:
+            return []
+        return [pid for pid in pids if tuple(command_line(pid) or ()) in self.lines]
 
 
 def wrapper_calls(pids, client=b""):
