@@ -1,8 +1,9 @@
-"""A bad setting of the workflow or the job role (an inventory or -e
-variable of the wrong type) is refused by the role's argument spec, named,
-before the job runs: run-job.yml enters both roles at `tasks_from: run`,
-which checks the spec once for all hosts instead of on each (guide_performance,
-"Run start at scale"), and must still check it."""
+"""A bad setting of the node, the workflow or the job role (an inventory
+or -e variable of the wrong type) is refused by the role's argument spec,
+named, before the job runs: run-job.yml enters the three roles at
+`tasks_from: run`, which checks the spec once for all hosts instead of on
+each (guide_performance, "Run start at scale"; the node role's once when no
+host has settings of its own), and must still check it."""
 
 import pytest
 
@@ -19,6 +20,7 @@ jobs:
 
 
 @pytest.mark.parametrize("setting, value", [
+    ("fuzz_multinode_ssh_alive_count", "many"),  # the node role's
     ("fuzz_multinode_jobs_at_once", "many"),  # the workflow role's
     ("fuzz_multinode_kill_grace", "soon"),  # the job role's
 ])
