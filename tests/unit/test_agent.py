@@ -113,6 +113,80 @@ def test_a_launcher_gone_without_its_status_answers_255(channel_pipes):
                                  (4, wire.FRAME_EXIT, b"255")]
 
 
+def teardown_for_test(request):
+    """A teardown stand-in: answers what it was asked."""
+    return [(wire.FRAME_STDOUT, json.dumps({"asked": request}).encode()), (wire.FRAME_EXIT, b"0")]
+
+
+def serve_with_teardown(into_r, out_w):
+    channel.serve_channel(channel.ForkedCalls(serve_for_test), into_r, out_w, teardown_for_test)
+
+
+def answer_after(out, nonce):
+    answer = channel.TeardownAnswer(nonce)
+    while True:
+        data = os.read(out, 7)  # small reads: the nonce and frames cut anywhere
+        assert data, "the channel ended before the answer"
+        if answer.feed(data):
+            return answer.frames
+
+
+def test_a_teardown_is_answered_after_its_nonce_and_ends_the_channel(tmp_path):
+    """The head reads the answer after its agent was stopped, maybe within
+    a frame: what comes before the nonce is passed over."""
+    into_r, into_w = os.pipe()
+    out_r, out_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(into_w)
+        os.close(out_r)
+        serve_with_teardown(into_r, out_w)
+        os._exit(0)
+    os.close(into_r)
+    os.close(out_w)
+    ended = tmp_path / "ended"
+    channel.send_tagged(into_w, 1, channel.CALL, json.dumps({"command": "wait", "ended": str(ended)}).encode())
+    assert frames_of(out_r, 1) == [(1, wire.FRAME_STDOUT, b"wait")]
+    # Unread output of a call, and half a frame, before the answer.
+    channel.send_tagged(into_w, 2, channel.CALL, json.dumps({"command": "hi"}).encode())
+    time.sleep(0.2)
+    os.read(out_r, 5)
+    channel.send_tagged(into_w, 0, channel.TEARDOWN, json.dumps({"cleanup": True, "nonce": "n0nce"}).encode())
+    assert answer_after(out_r, b"n0nce") == [(wire.FRAME_STDOUT, b'{"asked": {"cleanup": true}}'),
+                                            (wire.FRAME_EXIT, b"0")]
+    _unused, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0  # the channel ended with the teardown
+    deadline = time.monotonic() + 10  # and the call still running lost its lifeline
+    while not ended.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert ended.exists()
+    assert os.read(out_r, 100) == b""
+    os.close(into_w)
+    os.close(out_r)
+
+
+def test_a_teardown_over_a_channel_without_one_is_refused(channel_pipes):
+    into, out = channel_pipes
+    channel.send_tagged(into, 0, channel.TEARDOWN, json.dumps({"nonce": "xyz"}).encode())
+    assert answer_after(out, b"xyz") == [(wire.FRAME_ERROR, b"no teardown over this channel"),
+                                        (wire.FRAME_EXIT, b"255")]
+    channel.send_tagged(into, 0, channel.TEARDOWN, b"{}")  # no nonce: an error, the channel goes on
+    assert frames_of(out, 1) == [(0, wire.FRAME_ERROR, b"malformed teardown request")]
+    channel.send_tagged(into, 3, channel.CALL, json.dumps({"command": "hi"}).encode())
+    assert frames_of(out, 2) == [(3, wire.FRAME_STDOUT, b"hi"), (3, wire.FRAME_EXIT, b"0")]
+
+
+def test_a_teardown_answer_finds_its_nonce_across_reads():
+    answer = channel.TeardownAnswer(b"abcdef")
+    frame = wire.HEADER.pack(wire.FRAME_EXIT, 1) + b"0"
+    stream = b"x" * 100 + b"abc" + b"def" + frame
+    assert not answer.feed(stream[:102])
+    assert not answer.feed(stream[102:105])
+    assert answer.feed(stream[105:])
+    assert answer.frames == [(wire.FRAME_EXIT, b"0")]
+    assert len(channel.TeardownAnswer(b"abcdef").before) == 0
+
+
 def test_call_outcome_tells_exit_error_and_lost_apart():
     record = {"rank": 1, "start": 1.0}
     target = SPEC.ranks[1]

@@ -162,9 +162,16 @@ class Agent:
         if self.exited is not None and select.select([self.exited], [], [], 0)[0]:
             self.ended()
 
-    def stop(self):
+    def stop(self, within=0.0):
         """After the teardown's kill: the agent is gone, and so is its
-        directory (a later client takes the slow path)."""
+        directory (a later client takes the slow path). With `within`, it
+        is asked to end first (SIGTERM: it ends between two steps, never
+        within a frame it sends) and killed after so many seconds. Whether
+        it ended as asked: then its channels are whole for the teardown."""
+        asked = False
+        if self.exited is not None and within and not select.select([self.exited], [], [], 0)[0]:
+            send_signal(self.pid, signal.SIGTERM)
+            asked = bool(select.select([self.exited], [], [], within)[0])
         if self.pid is not None:
             send_signal(self.pid, signal.SIGKILL)
         if self.exited is not None:
@@ -177,6 +184,7 @@ class Agent:
             os.rmdir(self.directory)
         except OSError:
             pass
+        return asked
 
     def ended(self):
         """The agent process ended before the teardown: later clients take

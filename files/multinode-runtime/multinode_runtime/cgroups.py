@@ -120,6 +120,7 @@ def _make_group(job, path):
 # cgroup v1: the run's group this process joined as a whole (join_run_group),
 # which the calls it forks are born in; None: not joined.
 _joined_run_group = None
+_group_before = None  # the group it was in before (leave_run_group)
 
 
 def join_run_group(spec):
@@ -129,7 +130,7 @@ def join_run_group(spec):
     ms, which each call would pay otherwise. On v2 the run's group has a
     leaf per rank, and each call moves itself. Best effort: a call that
     finds no joined group joins as before, and says why it cannot."""
-    global _joined_run_group
+    global _joined_run_group, _group_before
     if is_v2():
         return
     own, _unused = v1_own_group("freezer")
@@ -142,7 +143,24 @@ def join_run_group(spec):
             handle.write(str(os.getpid()))
     except OSError:
         return
-    _joined_run_group = group
+    _joined_run_group, _group_before = group, own
+
+
+def leave_run_group():
+    """cgroup v1: move this process (a worker's hold, at the job's
+    teardown, which freezes and empties the run's group) back into the
+    group it came from (join_run_group). Whether it is out of the run's
+    group: it may never have been in one."""
+    global _joined_run_group
+    if _joined_run_group is None:
+        return True
+    try:
+        with open(os.path.join(_group_before, "cgroup.procs"), "w") as handle:
+            handle.write(str(os.getpid()))
+    except OSError:
+        return False
+    _joined_run_group = None
+    return True
 
 
 class Placement:

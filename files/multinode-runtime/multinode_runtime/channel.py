@@ -7,10 +7,17 @@ of wire.py of one kind, TAGGED, whose payload starts with the call's id and
 the kind of the inner frame:
   head -> node   CALL (a launch request, JSON) and CANCEL (the call's
                  lifeline is gone: its wrapper client was killed);
+                 TEARDOWN (call id 0: the job's teardown on the node, a
+                 cleanup request, JSON, with a `nonce`);
   node -> head   the call's own frames, as a one-shot launch sends them
-                 (FRAME_STDOUT, FRAME_STDERR, FRAME_ERROR, FRAME_EXIT).
+                 (FRAME_STDOUT, FRAME_STDERR, FRAME_ERROR, FRAME_EXIT);
+                 for TEARDOWN, the nonce's bytes, then the cleanup's answer
+                 as untagged frames, and the channel ends.
 The end of the whole connection ends every call on it, as the end of ssh
-sessions would.
+sessions would. The teardown's answer follows a nonce because the head reads
+it after its agent, which read the channel until then, was stopped (maybe
+within a frame); the nonce is made after the job's processes on the head
+were killed, so no output of the job can hold it.
 
 On the node each call runs in a child forked from the warm launcher
 (ForkedCalls), with the one-shot launch's own logic (rank_call.Launch), its
@@ -37,7 +44,7 @@ from .wire import (
 )
 
 TAGGED = b"T"
-CALL, CANCEL = b"L", b"C"
+CALL, CANCEL, TEARDOWN = b"L", b"C", b"D"
 _TAG = struct.Struct(">Ic")  # call id, inner kind
 
 
@@ -200,11 +207,13 @@ def splice_frame(fd, out, call_id, kind, size):
     return moved
 
 
-def serve_channel(calls, channel_in, channel_out):
+def serve_channel(calls, channel_in, channel_out, teardown=None):
     """The node's end of a job's channel: run each CALL that arrives on
     channel_in in `calls` (ForkedCalls) and send every call's frames back,
-    tagged, on channel_out, until channel_in ends; then every call still
-    running loses its lifeline."""
+    tagged, on channel_out, until channel_in ends, or until a TEARDOWN was
+    answered (teardown(request) -> [(kind, payload)], its answer's frames;
+    without `teardown` one is refused); then every call still running loses
+    its lifeline."""
     incoming = FrameReader()
     while True:
         watched = [channel_in, *calls.fds()]
@@ -232,3 +241,51 @@ def serve_channel(calls, channel_in, channel_out):
                         send_tagged(channel_out, call_id, FRAME_EXIT, b"255")
                 elif inner == CANCEL:
                     calls.cancel(call_id)
+                elif inner == TEARDOWN:
+                    if answer_teardown(body, teardown, channel_out):
+                        calls.cancel_all()
+                        return
+
+
+class TeardownAnswer:
+    """The head's reading of a node's answer to TEARDOWN: what the channel
+    sends is passed over up to the nonce, then cut into frames."""
+
+    def __init__(self, nonce):
+        self.nonce = nonce
+        self.before = bytearray()  # before the nonce: only what may start it
+        self.reader = None  # a FrameReader, once the nonce came
+        self.frames = []  # [(kind, payload)] after the nonce
+
+    def feed(self, data):
+        """Whether the answer is complete (its FRAME_EXIT came)."""
+        if self.reader is None:
+            self.before += data
+            at = self.before.find(self.nonce)
+            if at < 0:
+                del self.before[:max(0, len(self.before) - len(self.nonce) + 1)]
+                return False
+            data = bytes(self.before[at + len(self.nonce):])
+            self.reader = FrameReader()
+        self.frames += self.reader.feed(data)
+        return any(kind == FRAME_EXIT for kind, _unused in self.frames)
+
+
+def answer_teardown(body, teardown, channel_out):
+    """Answer a TEARDOWN request: its nonce, then teardown's frames. Whether
+    it was carried out (a malformed one is answered with an error frame
+    after no nonce: the head waits for the nonce, and gives up in time)."""
+    try:
+        request = json.loads(body)
+        nonce = request.pop("nonce").encode()
+    except (ValueError, KeyError, AttributeError, TypeError):
+        send_tagged(channel_out, 0, FRAME_ERROR, b"malformed teardown request")
+        return False
+    if teardown is None:
+        frames = [(FRAME_ERROR, b"no teardown over this channel"), (FRAME_EXIT, b"255")]
+    else:
+        frames = teardown(request)
+    write_all(channel_out, nonce)
+    for kind, payload in frames:
+        send_frame(channel_out, kind, payload)
+    return teardown is not None

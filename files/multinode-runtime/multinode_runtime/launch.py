@@ -13,7 +13,7 @@ run in a forked child of the hold (channel.py, rank_call.serve_call).
 import json
 
 from . import registry, run_token
-from .cgroups import join_run_group
+from .cgroups import join_run_group, leave_run_group
 from .channel import ForkedCalls, serve_channel
 from .claims import touch_claim
 from .errors import RuntimeFailure
@@ -60,7 +60,7 @@ def hold(spec, node, out, with_agent=False):
     stays live while the job runs (claims.py), also when no wrapper call is
     running on this node. Answers READY once in place, then carries the
     job's wrapper calls to this node (channel.py) until the connection
-    closes, or the job's teardown stops it. The head's hold (`with_agent`)
+    closes, or the head asks it for the job's teardown (teardown_here). The head's hold (`with_agent`)
     on another node also runs that node's agent (worker_agent.py): the
     job's processes there make their wrapper calls through it, as there is
     no key in their sandbox (and no runtime in an image)."""
@@ -75,7 +75,7 @@ def hold(spec, node, out, with_agent=False):
     try:
         send_frame(out, FRAME_STDOUT, READY)
         calls = ForkedCalls(lambda request: serve_call(spec, node, request, 1, user))
-        serve_channel(calls, 0, out)
+        serve_channel(calls, 0, out, lambda request: teardown_here(spec, node, request))
     finally:
         if agent is not None:
             agent.stop()
@@ -83,3 +83,19 @@ def hold(spec, node, out, with_agent=False):
         release_namespace(spec.job, namespace)
     send_frame(out, FRAME_EXIT, b"0")
     return 0
+
+
+def teardown_here(spec, node, request):
+    """The job's teardown on this node asked over the hold (channel.py's
+    TEARDOWN), as a cleanup request over a connection of its own would ask
+    it; returns the answer's frames."""
+    # The teardown empties the run's cgroup: this process may not be in it.
+    if not leave_run_group():
+        return [(FRAME_ERROR, b"the hold could not leave the run's cgroup"), (FRAME_EXIT, b"255")]
+    try:
+        answer = stop_on_request(spec, node, bool(request.get("unregister")),
+                                 hand_over=bool(request.get("hand_over")),
+                                 run_volumes=request.get("run_volumes") is True)
+    except RuntimeFailure as exc:
+        return [(FRAME_ERROR, str(exc).encode()), (FRAME_EXIT, b"255")]
+    return [(FRAME_STDOUT, json.dumps(answer).encode()), (FRAME_EXIT, b"0")]

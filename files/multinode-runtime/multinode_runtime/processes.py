@@ -197,23 +197,24 @@ def command_line(pid):
         return None
 
 
-def job_processes(namespaces, user, cgroups=None):
+def job_processes(namespaces, user, cgroups=None, spare=frozenset()):
     """The processes of ours: in the namespaces, below us, or in `cgroups`
-    (cgroups.RunCgroups: its pids(); None: no cgroup)."""
+    (cgroups.RunCgroups: its pids(); None: no cgroup); none of `spare`."""
     me = os.getpid()
     found = set(pids_in_namespaces(namespaces, {me}, user)) | set(descendants(me))
     if cgroups:
         found |= cgroups.pids() - {me}
-    return found
+    return found - set(spare)
 
 
-def kill_job_processes(namespaces, grace, user, cgroups=None):
+def kill_job_processes(namespaces, grace, user, cgroups=None, spare=frozenset()):
     """SIGTERM every process of ours (job_processes), wait up to `grace`
     seconds, then kill what is left: the run's cgroups frozen and killed
     until empty (cgroups.RunCgroups.kill), then rounds of SIGSTOP and
     SIGKILL of whatever the namespaces and ancestry still show
-    (kill_in_rounds). Returns how many processes were signalled."""
-    victims = job_processes(namespaces, user, cgroups)
+    (kill_in_rounds). Processes of `spare` (never in the cgroups) are left
+    for the caller. Returns how many processes were signalled."""
+    victims = job_processes(namespaces, user, cgroups, spare)
     # Parents before their children, a level of the process trees at a
     # time, a moment apart: signalled all at once, a child could die and let
     # its shell go on past its `wait` before the shell's own SIGTERM lands,
@@ -225,12 +226,12 @@ def kill_job_processes(namespaces, grace, user, cgroups=None):
         for pid in level:
             send_signal(pid, signal.SIGTERM)
     deadline = time.monotonic() + grace
-    while job_processes(namespaces, user, cgroups) and time.monotonic() < deadline:
+    while job_processes(namespaces, user, cgroups, spare) and time.monotonic() < deadline:
         reap_children()
         time.sleep(POLL_SECONDS)
     if cgroups:
         victims |= cgroups.kill()
-    victims |= kill_in_rounds(lambda: job_processes(namespaces, user, cgroups))
+    victims |= kill_in_rounds(lambda: job_processes(namespaces, user, cgroups, spare))
     reap_children()
     return len(victims)
 

@@ -26,6 +26,8 @@ from .processes import (
     descendants,
     enter_rank_namespace,
     exit_status,
+    job_processes,
+    kill_in_rounds,
     kill_job_processes,
     reap_children,
     recorded_namespaces,
@@ -35,7 +37,7 @@ from .readiness import Readiness
 from .resources import bind_cpus
 from .sandbox import host_reason, ran_in
 from .teardown import clean_nodes, keep_handed_logs
-from .transport import open_transports
+from .transport import close_transports, open_transports
 from .wire import LineRelay, write_all
 
 # How long after the head command ended a process still showing its
@@ -45,6 +47,9 @@ from .wire import LineRelay, write_all
 # before that fork has exec'd the wrapper. Only briefly: a job that leaves
 # background subshells of its own must not wait the whole grace for them.
 SETTLE_SECONDS = 0.5
+# How long the agent has to end between two steps at the teardown (it ends
+# once its calls, whose clients were killed, are dropped).
+AGENT_STOP_SECONDS = 1.0
 
 
 class Cancelled(Exception):
@@ -118,19 +123,11 @@ class Supervisor:
             self.teardown_at = time.time()
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
             signal.signal(signal.SIGINT, signal.SIG_IGN)
-            for transport in self.transports.values():
-                transport.close()
             if self.local_launcher is not None:
                 send_signal(self.local_launcher, signal.SIGKILL)  # no new launches while the job is torn down
             if namespace is not None:
-                # The job is over when rank 0 ends: stop what is left of it
-                # here (the agent too: it makes no new calls, and ends with
-                # its calls in flight), then on every worker node.
-                kill_job_processes(self.local_namespaces(namespace), self.grace, self.user,
-                                   run_cgroups(self.job))
-                if self.agent is not None:
-                    self.agent.stop()
-                self.clean_workers()
+                self.tear_down(self.local_namespaces(namespace))
+            close_transports(self.transports)
             if self.rank0_output is not None:
                 self.rank0_output.finish()
             forget_secrets(self.job)
@@ -204,8 +201,25 @@ class Supervisor:
         if reason:
             raise Cancelled(reason)
 
-    def clean_workers(self):
-        """Ask every worker node to stop what is left of the job there; each
+    def tear_down(self, namespaces):
+        """The job is over when rank 0 ends: stop what is left of it here,
+        then on every worker node, over the job's holds there (spared by
+        the kill here, as is the agent, asked to end between two steps:
+        then the holds carry whole frames), or afresh; last, whatever of
+        the job is still here."""
+        cgroups = run_cgroups(self.job)
+        holds = set().union(*(transport.pids() for transport in self.transports.values()))
+        spare = holds | {self.agent.pid} if holds and self.agent is not None else holds
+        kill_job_processes(namespaces, self.grace, self.user, cgroups, spare)
+        whole = self.agent.stop(within=AGENT_STOP_SECONDS if holds else 0) if self.agent is not None else False
+        self.clean_workers(self.transports if holds and whole else None)
+        if spare:
+            close_transports(self.transports)
+            kill_in_rounds(lambda: job_processes(namespaces, self.user, cgroups))
+
+    def clean_workers(self, transports=None):
+        """Ask every worker node to stop what is left of the job there (over
+        `transports`, its holds, where given; teardown.clean_nodes); each
         answers with the call records made there (remote_calls) and, when
         they fit, hands over its rank logs and unregisters the job there
         (kept here for the play's cleanup). The result lists the nodes left
@@ -220,7 +234,7 @@ class Supervisor:
         # volumes when the run ends with the job: the head's `cleanup
         # --everywhere --run-volumes` after it no longer reaches that worker.
         records, handed = clean_nodes(self.spec, self.user, nodes, unregister=False, hand_over=True,
-                                      run_volumes=self.run_ends_with_job())
+                                      run_volumes=self.run_ends_with_job(), transports=transports)
         self.remote_calls += records
         keep_handed_logs(self.job, handed)
         self.torn_down = sorted(handed)

@@ -2,8 +2,9 @@
 it placed there (its registration, files, cgroups, secrets, host names).
 
 The head's supervisor stops the job where it runs when rank 0 ends and asks
-every worker node to do the same (a cleanup request over a fresh
-connection). A worker whose rank logs fit in its answer hands them over
+every worker node to do the same: a cleanup request over the job's hold
+there (the job's connections outlive the kill on the head for that), or
+over a fresh connection where the hold is gone. A worker whose rank logs fit in its answer hands them over
 and unregisters the job there and then; the head keeps those logs for the
 play's `cleanup JOB --logs` there, which brings them home with its own, so
 the play cleans up only the head and the workers that did not (their logs
@@ -15,6 +16,8 @@ removed after its last job.
 """
 
 import json
+import secrets
+import select
 import subprocess
 import sys
 import time
@@ -22,6 +25,7 @@ import time
 from . import registry
 from .calls import read_call_records
 from .cgroups import run_cgroups
+from .channel import TeardownAnswer
 from .claims import claims_locked, held_run, holds, touch_claim
 from .errors import RuntimeFailure
 from .inputs import forget_secrets, job_user, rank_environment, remove_job_files
@@ -30,7 +34,7 @@ from .sandbox import remove_sandbox
 from .spec import KILL_GRACE, load_spec
 from .transport import transport_for
 from .volumes import remove_run
-from .wire import FRAME_STDOUT, FrameReader
+from .wire import FRAME_STDOUT, FrameReader, read_chunk
 
 # Seconds, beyond the job's kill grace, a node has to answer a cleanup request.
 CLEANUP_ANSWER_WITHIN = 20
@@ -123,25 +127,76 @@ def remove_run_volumes(spec):
         sys.stderr.write("multinode-runtime: the ephemeral volumes of run %s: %s\n" % (spec.run, exc))
 
 
-def clean_nodes(spec, user, nodes, unregister, hand_over=False, run_volumes=False):
+def clean_nodes(spec, user, nodes, unregister, hand_over=False, run_volumes=False, transports=None):
     """Send the cleanup request to `nodes` ({node: a rank on it}) in
-    parallel, over fresh ssh connections as the job user (the multiplexed
-    ones are gone by now): each node stops what is left of the job there,
-    and with `unregister` also removes the job's registration (cleanup_job).
-    Returns the call records the nodes answer with, and with `hand_over`
-    {node: its rank logs} of the nodes that handed their logs over and
-    unregistered the job (stop_on_request)."""
+    parallel: over the job's holds where `transports` ({node: its open
+    transport}, the head's agent stopped) has them, else (or where a hold
+    is gone) over fresh ssh connections as the job user. Each node stops
+    what is left of the job there, and with `unregister` also removes the
+    job's registration (cleanup_job). Returns the call records the nodes
+    answer with, and with `hand_over` {node: its rank logs} of the nodes
+    that handed their logs over and unregistered the job (stop_on_request)."""
     request = {"job": spec.job, "run": spec.run, "cleanup": True, "unregister": unregister}
     if hand_over:
         request["hand_over"] = True
     if run_volumes:
         request["run_volumes"] = True
+    deadline = time.monotonic() + spec.kill_grace + CLEANUP_ANSWER_WITHIN
+    answers, gone = ask_over_holds({node: transports[node] for node in nodes if node in (transports or {})},
+                                   request, deadline)
+    fresh = {node: rank for node, rank in nodes.items() if node not in (transports or {}) or node in gone}
+    answers.update(ask_afresh(spec, user, fresh, request, deadline))
+    records, handed = [], {}
+    for node, said in answers.items():
+        if isinstance(said, dict):
+            records += said.get("records") or []
+            if said.get("logs") is not None:
+                handed[node] = said["logs"]
+        else:
+            records += said
+    return (records, handed) if hand_over else records
+
+
+def ask_over_holds(transports, request, deadline):
+    """The cleanup request over each node's hold (channel.py's TEARDOWN),
+    in parallel, until `deadline`; returns ({node: what it answered}, the
+    nodes whose hold is gone or failed: to ask afresh). A node that answers
+    nothing in time is neither: a fresh connection would time out too."""
+    nonce = secrets.token_hex(16)
+    asked, gone, answers = {}, set(), {}
+    for node, transport in transports.items():
+        fd = transport.send_teardown(dict(request, nonce=nonce))
+        if fd is None:
+            gone.add(node)
+        else:
+            asked[fd] = (node, TeardownAnswer(nonce.encode()))
+    while asked:
+        left = deadline - time.monotonic()
+        ready = select.select(list(asked), [], [], left)[0] if left > 0 else []
+        if not ready:
+            break
+        for fd in ready:
+            node, answer = asked[fd]
+            data = read_chunk(fd)
+            if data and not answer.feed(data):
+                continue
+            del asked[fd]
+            said = answer_in(answer.frames)
+            if said is None:
+                gone.add(node)
+            else:
+                answers[node] = said
+    return answers, gone
+
+
+def ask_afresh(spec, user, nodes, request, deadline):
+    """The cleanup request over a fresh ssh connection to each node, in
+    parallel, until `deadline`; returns {node: what it answered}."""
     calls = {node: spawn_as(user, transport_for(spec, rank).command(request, fresh=True),
                             rank_environment(spec, spec.head, user), "/",
                             subprocess.DEVNULL, subprocess.PIPE, subprocess.DEVNULL)
              for node, rank in nodes.items()}
-    records, handed = [], {}
-    deadline = time.monotonic() + spec.kill_grace + CLEANUP_ANSWER_WITHIN
+    answers = {}
     for node, call in calls.items():
         try:
             answer, _unused = call.communicate(timeout=max(0.1, deadline - time.monotonic()))
@@ -149,19 +204,22 @@ def clean_nodes(spec, user, nodes, unregister, hand_over=False, run_volumes=Fals
             call.kill()
             call.communicate()
             continue
-        for kind, payload in FrameReader().feed(answer):
-            if kind == FRAME_STDOUT:
-                try:
-                    said = json.loads(payload)
-                except ValueError:
-                    continue
-                if isinstance(said, dict):
-                    records += said.get("records") or []
-                    if said.get("logs") is not None:
-                        handed[node] = said["logs"]
-                else:
-                    records += said
-    return (records, handed) if hand_over else records
+        said = answer_in(FrameReader().feed(answer))
+        if said is not None:
+            answers[node] = said
+    return answers
+
+
+def answer_in(frames):
+    """What a node answered to a cleanup request, in its frames (the JSON
+    of its first output frame), or None."""
+    for kind, payload in frames:
+        if kind == FRAME_STDOUT:
+            try:
+                return json.loads(payload)
+            except ValueError:
+                continue
+    return None
 
 
 def keep_handed_logs(job, handed):

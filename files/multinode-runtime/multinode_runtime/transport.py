@@ -29,13 +29,14 @@ import subprocess
 import time
 
 from . import registry, run_token
-from .channel import CALL, CANCEL, TAGGED, ForkedCalls, send_tagged, untag
+from .channel import CALL, CANCEL, TAGGED, TEARDOWN, ForkedCalls, send_tagged, untag
 from .errors import RuntimeFailure
 from .inputs import DEFAULT_PATH, rank_environment
 from .processes import last_line, spawn_as, which
 from .wire import FRAME_ERROR, FRAME_STDOUT, READY, FrameReader, encode_request, read_chunk, widen_pipe
 
 CONNECT_WITHIN = 60  # seconds a worker node has to accept the job's connection
+HOLD_END_SECONDS = 1.0  # seconds the holds have to end after the teardown
 
 
 class Lost(Exception):
@@ -76,7 +77,10 @@ class SshTransport:
         if agent:
             request["agent"] = True
         hold = encode_request(run_token.with_token(self.spec.job, request))
-        argv = ssh_command(self.spec.job, self.node, self.address) + ["-M", "-o", "ControlPersist=yes", "-T", hold]
+        # The master is this process itself (not persisted in the
+        # background): the teardown spares it by its pid while it kills
+        # the job's processes on the head, and asks the node over it.
+        argv = ssh_command(self.spec.job, self.node, self.address) + ["-M", "-o", "ControlPersist=no", "-T", hold]
         self.proc = spawn_as(user, argv, rank_environment(self.spec, self.spec.head, user),
                              "/", subprocess.PIPE, subprocess.PIPE, subprocess.PIPE)
         widen_pipe(self.proc.stdout.fileno())  # forwarded output moves in large chunks
@@ -105,8 +109,32 @@ class SshTransport:
     def channel(self):
         return SshChannel(self)
 
+    def pids(self):
+        """The processes of the job's connection to the node (its master)."""
+        return {self.proc.pid} if self.proc is not None else set()
+
+    def send_teardown(self, request):
+        """Ask the node for the job's teardown over the hold (channel.py's
+        TEARDOWN; the head's agent is stopped); returns the fd its answer
+        comes on, or None when the hold is gone or not taking it now."""
+        if self.proc is None or self.proc.poll() is not None:
+            return None
+        into = self.proc.stdin.fileno()
+        os.set_blocking(into, False)  # a node that reads nothing never holds the teardown up
+        try:
+            send_tagged(into, 0, TEARDOWN, json.dumps(request).encode())  # under PIPE_BUF: whole or not at all
+        except BlockingIOError:
+            return None
+        return self.proc.stdout.fileno()
+
     def close(self):
-        """Nothing: the hold ends with the supervisor, after the teardown."""
+        """End the hold after the teardown: its stdin closed, the node ends
+        it (close_transports waits for that)."""
+        if self.proc is not None and not self.proc.stdin.closed:
+            try:
+                self.proc.stdin.close()
+            except OSError:
+                pass
 
 
 class SshChannel:
@@ -159,6 +187,8 @@ class SshChannel:
 class LocalTransport:
     """This node, in local mode: every rank is on the head."""
 
+    proc = None  # no hold: the calls are forked here
+
     def __init__(self, spec, rank):
         self.spec = spec
         self.user = None
@@ -169,6 +199,12 @@ class LocalTransport:
     def open(self, user, agent=False):
         self.user = user
         return None  # in place at once: the supervisor started the launch socket
+
+    def pids(self):
+        return set()
+
+    def send_teardown(self, request):
+        return None  # local mode has no other node
 
     def channel(self):
         # Here, not at the top: the Python wrapper, which imports this
@@ -222,3 +258,21 @@ def open_transports(spec, user, nodes, agents=False):
     if errors:
         raise RuntimeFailure("; ".join(errors))
     return opened
+
+
+def close_transports(transports, within=HOLD_END_SECONDS):
+    """End the holds of `transports` ({node: transport}) after the job's
+    teardown: each one's node ends it once its stdin is closed; one still
+    there after `within` seconds is killed."""
+    for transport in transports.values():
+        transport.close()
+    deadline = time.monotonic() + within
+    for transport in transports.values():
+        proc = transport.proc
+        if proc is None:
+            continue
+        try:
+            proc.wait(timeout=max(0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
