@@ -621,6 +621,42 @@ def test_hung_worker_node_fails_the_job_naming_it(tmp_path, unpause_worker):
         WORKER, INTERRUPT_STOPS_JOB_WITHIN)
 
 
+def task_results(output, task):
+    """{host: its status (ok, changed, skipping, failed...)} of a task of
+    the play's output, by the task's name."""
+    block = output.split("TASK [fuzz.multinode.job : %s]" % task, 1)[1].split("TASK [", 1)[0]
+    return {host: status for status, host in re.findall(r"^(\w+): \[([^\]]+)\]", block, re.M)}
+
+
+@pytest.fixture
+def worker_sshd_restarted():
+    yield
+    docker("exec", WORKER, "/usr/sbin/sshd")
+
+
+def test_a_worker_that_takes_no_new_connections_is_torn_down_over_the_job_s_own(
+        tmp_path, worker_sshd_restarted):
+    """The head asks the workers for the job's teardown over the
+    connections the job holds: a worker whose sshd takes no new connection
+    once the job runs is still left with nothing of the job by it, and the
+    play has nothing to clean up there."""
+    started = StartedJob("no-new-connections.yml", tmp_path)
+    try:
+        started.wait_until_running([HEAD, WORKER])
+        stopped = docker("exec", WORKER, "sh", "-c", 'kill "$(cat /run/sshd.pid)"')
+        assert stopped.returncode == 0, stopped.stderr
+        rc = started.proc.wait(timeout=120)
+        output = started.output()
+    finally:
+        started.stop()
+    assert rc == 0, output
+    assert "no-new-connections-1 done" in started.log(), started.log()
+    cleanup = task_results(output, "Stop every process of the job and unregister it")
+    assert cleanup[WORKER] == "skipping" and cleanup[HEAD] != "skipping", output
+    assert nodes_where_registered("no-new-connections") == []
+    assert processes_on_all_nodes() == NO_PROCESSES
+
+
 @pytest.fixture
 def unpause_head():
     yield
