@@ -1,7 +1,10 @@
 """The same_settings filter: whether a role's settings are the same on
 every host, so that its argument spec is checked once rather than on each."""
 
+import pytest
+from ansible.errors import AnsibleFilterError, AnsibleUndefinedVariable
 from jinja2 import StrictUndefined
+from jinja2.exceptions import TemplateSyntaxError, UndefinedError
 
 from ansible_collections.fuzz.multinode.plugins.filter.same_settings import same_settings
 
@@ -54,11 +57,58 @@ def test_an_undefined_value_or_an_unknown_host_is_not():
     assert not same_settings(["a", "b"], nested, NAMES)
     assert not same_settings(["a", "b"], {"a": {}, "b": StrictUndefined(name="hostvars['b']")}, NAMES)
 
-    class Raising(dict):
-        def __getitem__(self, key):
-            raise RuntimeError("cannot template")
 
-    assert not same_settings(["a", "b"], {"a": Raising(fuzz_multinode_job_user=1), "b": {}}, NAMES)
+
+class Raising(dict):
+    """A host's variables whose templating raises `error`."""
+
+    def __init__(self, error, **values):
+        super().__init__(**values)
+        self.error = error
+
+    def __getitem__(self, key):
+        raise self.error
+
+
+@pytest.mark.parametrize("error", [
+    AnsibleUndefinedVariable("'role_path' is undefined"),  # older Ansible raises rather than give a Marker
+    AnsibleFilterError("a filter of the value failed"),
+    UndefinedError("'dict object' has no attribute 'x'"),  # jinja2's own, through a lazy value
+    TemplateSyntaxError("unexpected '}'", 1),
+])
+def test_a_value_that_cannot_be_templated_is_not(error):
+    assert not same_settings(["a", "b"], {"a": Raising(error, fuzz_multinode_job_user=1), "b": {}}, NAMES)
+    assert not same_settings(["a", "b"], {"a": {}, "b": Raising(error, fuzz_multinode_job_user=1)}, NAMES)
+
+
+def test_a_value_ansible_cannot_template_is_not():
+    """Ansible's own hostvars (2.19 and later): a trusted template that
+    fails (a division by zero, an undefined variable) raises when read."""
+    trust_as_template = pytest.importorskip("ansible.template").__dict__.get("trust_as_template")
+    if trust_as_template is None:
+        pytest.skip("Ansible before 2.19 trusts every template")
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.vars.hostvars import HostVarsVars
+
+    for template in ("{{ 1 // 0 }}", "{{ fuzz_multinode_nowhere }}"):
+        hostvars = {"a": HostVarsVars({"fuzz_multinode_job_user": "fuzz"}, loader=DataLoader(), host="a"),
+                    "b": HostVarsVars({"fuzz_multinode_job_user": trust_as_template(template)},
+                                      loader=DataLoader(), host="b")}
+        assert not same_settings(["a", "b"], hostvars, NAMES)
+
+
+def test_an_error_that_is_no_templating_error_is_not_hidden():
+    """Only what templating raises means "check on every host": anything
+    else is a bug of the filter or its caller, and says so."""
+    with pytest.raises(RuntimeError, match="a bug"):
+        same_settings(["a", "b"], {"a": Raising(RuntimeError("a bug"), fuzz_multinode_job_user=1), "b": {}}, NAMES)
+
+
+@pytest.mark.parametrize("hosts", ["node1", 3, None, {"a": 1}])
+def test_hosts_that_are_no_list_of_hosts_are_not(hosts):
+    """A job's hosts (fuzz_multinode_rank_hosts) set to something else: each
+    host's own check says what is wrong with it."""
+    assert not same_settings(hosts, {"a": {}, "n": {}}, NAMES)
 
 
 def test_no_hosts_or_one_host_is_the_same():
