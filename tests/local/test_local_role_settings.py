@@ -2,8 +2,8 @@
 or -e variable of the wrong type) is refused by the role's argument spec,
 named, before the job runs: run-job.yml enters the three roles at
 `tasks_from: run`, which checks the spec once for all hosts instead of on
-each (guide_performance, "Run start at scale"; the node role's once when no
-host has settings of its own), and must still check it."""
+each when no host has settings of its own (guide_performance, "Run start at
+scale"), on each host otherwise, and must still check it."""
 
 import sys
 
