@@ -6,9 +6,11 @@ all its hosts instead of on each (see same_settings.yml)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
+from ansible.errors import AnsibleError
 from jinja2 import Undefined
+from jinja2.exceptions import TemplateError
 
 _UNSET = object()
 
@@ -30,8 +32,20 @@ def _known(value):
     return value
 
 
+# What templating a host's value can raise: Ansible's errors (an undefined
+# variable, a failing lookup or filter, a syntax error, a recursive
+# template: AnsibleUndefinedVariable, AnsibleTemplateError and the like,
+# all AnsibleError), a jinja2 error Ansible lets through (UndefinedError, a
+# TemplateError, from an undefined value used inside a value), and _Unknown
+# (an undefined value handed back rather than raised). Anything else is a
+# bug, not a value that cannot be templated, and is not hidden.
+_CANNOT_TEMPLATE = (AnsibleError, TemplateError, _Unknown)
+
+
 def same_settings(hosts, hostvars, names):
     names = list(names)
+    if isinstance(hosts, (str, bytes, Mapping)) or not isinstance(hosts, Iterable):
+        return False  # not a list of hosts: each host's own check says what is wrong
     first = None
     try:
         for host in hosts:
@@ -43,7 +57,7 @@ def same_settings(hosts, hostvars, names):
                 first = values
             elif values != first:
                 return False
-    except Exception:  # noqa: BLE001 - a value that cannot be templated here: each host's own check says why
+    except _CANNOT_TEMPLATE:  # a value that cannot be templated here: each host's own check says why
         return False
     return True
 
