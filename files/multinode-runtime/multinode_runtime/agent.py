@@ -14,17 +14,15 @@ pipe (the supervisor's LineRelay), into the job log itself.
 
 The answer is one line, "STATUS MESSAGE": the call's exit status and what
 the client prints on its stderr (a launcher error, a lost connection; may be
-empty); or "slow": the agent does not make this call (the target's node has
-no channel, the caller is not one of the job's ranks), and the client runs
-the Python wrapper instead. The call ends when the client process does
-(pidfd): a client killed before its answer cancels the remote command, as
-the end of its ssh session would.
+empty); or "slow": the agent does not make this call (no channel to the
+target's node, the caller is not a rank), and the client runs the Python
+wrapper instead. A client killed before its answer (pidfd) cancels the
+remote command, as the end of its ssh session would.
 
-The supervisor keeps the request FIFO open too, so a client's open of it
-never waits, even when the agent was killed (the OOM killer): the
-supervisor then answers every client waiting in the directory (check):
-"slow" to one whose call the agent had not taken, else that the agent
-ended before the call did.
+The supervisor keeps the request FIFO open too, so a client's open never
+waits, even when the agent was killed (the OOM killer): the supervisor then
+answers every client waiting (check): "slow" if the agent had not taken
+its call, else that the agent ended before the call did.
 """
 
 import functools
@@ -95,10 +93,8 @@ class Agent:
         self.calls = {}  # call id: Call
         self.forwarded = {}  # call id: Call, of the calls with forwarded outputs open
         self.channels = {}  # node: its channel (the live ones)
-        self.next_id = 1
-        self.stopping = False
+        self.next_id, self.stopping, self.reclaimed_at = 1, False, 0.0
         self.slot_calls = {}  # slot: the Call that holds it
-        self.reclaimed_at = 0.0
 
     # -- the supervisor's side ---------------------------------------------
 
@@ -169,12 +165,11 @@ class Agent:
         within a frame it sends) and killed after so many seconds. Whether
         it ended as asked: then its channels are whole for the teardown."""
         asked = False
-        if self.exited is not None and within and not select.select([self.exited], [], [], 0)[0]:
-            send_signal(self.pid, signal.SIGTERM)
-            asked = bool(select.select([self.exited], [], [], within)[0])
-        if self.pid is not None:
-            send_signal(self.pid, signal.SIGKILL)
         if self.exited is not None:
+            if within and not select.select([self.exited], [], [], 0)[0]:
+                send_signal(self.pid, signal.SIGTERM)
+                asked = bool(select.select([self.exited], [], [], within)[0])
+            send_signal(self.pid, signal.SIGKILL)
             os.close(self.exited)
             self.exited = None
         self.close_requests()
@@ -229,6 +224,10 @@ class Agent:
         signal.signal(signal.SIGTERM, self._on_stop)
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        # The stop ends the select at once (the teardown waits for it; a
+        # select a handler interrupted runs on for the rest of its timeout).
+        woken, wake = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        signal.set_wakeup_fd(wake)
         self.channels = {node: transport.channel() for node, transport in self.transports.items()}
         supervisor_gone = os.pidfd_open(supervisor)
         self.pending = b""
@@ -241,6 +240,7 @@ class Agent:
                         return
                 handlers, writers = self.handlers(), self.writers()
                 handlers[supervisor_gone] = None
+                handlers[woken] = functools.partial(os.read, woken, 64)
                 readable, writable, _unused = select.select(list(handlers), list(writers), [], STOP_CHECK_SECONDS)
                 if not readable and not writable and time.monotonic() - self.reclaimed_at > RECLAIM_SECONDS:
                     self.reclaim()
