@@ -152,8 +152,8 @@ def test_a_teardown_is_answered_after_its_nonce_and_ends_the_channel(tmp_path):
     time.sleep(0.2)
     os.read(out_r, 5)
     channel.send_tagged(into_w, 0, channel.TEARDOWN, json.dumps({"cleanup": True, "nonce": "n0nce"}).encode())
-    assert answer_after(out_r, b"n0nce") == [(wire.FRAME_STDOUT, b'{"asked": {"cleanup": true}}'),
-                                            (wire.FRAME_EXIT, b"0")]
+    assert answer_after(out_r, b"n0nce") == [
+        (wire.FRAME_STDOUT, b'{"asked": {"cleanup": true}}'), (wire.FRAME_EXIT, b"0")]
     _unused, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0  # the channel ended with the teardown
     deadline = time.monotonic() + 10  # and the call still running lost its lifeline
@@ -168,8 +168,8 @@ def test_a_teardown_is_answered_after_its_nonce_and_ends_the_channel(tmp_path):
 def test_a_teardown_over_a_channel_without_one_is_refused(channel_pipes):
     into, out = channel_pipes
     channel.send_tagged(into, 0, channel.TEARDOWN, json.dumps({"nonce": "xyz"}).encode())
-    assert answer_after(out, b"xyz") == [(wire.FRAME_ERROR, b"no teardown over this channel"),
-                                        (wire.FRAME_EXIT, b"255")]
+    assert answer_after(out, b"xyz") == [
+        (wire.FRAME_ERROR, b"no teardown over this channel"), (wire.FRAME_EXIT, b"255")]
     channel.send_tagged(into, 0, channel.TEARDOWN, b"{}")  # no nonce: an error, the channel goes on
     assert frames_of(out, 1) == [(0, wire.FRAME_ERROR, b"malformed teardown request")]
     channel.send_tagged(into, 3, channel.CALL, json.dumps({"command": "hi"}).encode())

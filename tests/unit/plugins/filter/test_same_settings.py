@@ -62,7 +62,6 @@ def test_an_undefined_value_or_an_unknown_host_is_not():
     assert not same_settings(["a", "b"], {"a": {}, "b": StrictUndefined(name="hostvars['b']")}, NAMES)
 
 
-
 class Raising(dict):
     """A host's variables whose templating raises `error`."""
 
