@@ -51,7 +51,11 @@ TEXT = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters=
 # subreaper of what exec_all starts and ends when all of it has, with rank
 # 0's status: every line is in docker exec's output.
 # The script prints one line per rank: the rank, then each argument as hex,
-# so arguments holding newlines cannot blur the lines.
+# so arguments holding newlines cannot blur the lines; in one write, as
+# docker exec's pipe is rank 0's output here: in a job, rank 0's output
+# goes through the supervisor's line relay, which joins its partial writes
+# before a forwarded worker line can come between them, but here a worker's
+# line can land between two printfs of rank 0's (seen on a loaded machine).
 AS_RANK0 = ('hostname "$1" && shift && '
             'exec setpriv --reuid=fuzz --regid=fuzz --init-groups -- /usr/bin/python3 "$@"')
 ENTER_JOB = """
@@ -71,9 +75,9 @@ while True:
         break
 sys.exit(os.waitstatus_to_exitcode(status))
 """
-PRINT_ARGS = """printf '%s' "$RANK"
-for a do printf ' :%s' "$(printf '%s' "$a" | od -An -v -tx1 | tr -d ' \\n')"; done
-echo
+PRINT_ARGS = """line=$RANK
+for a do line="$line :$(printf '%s' "$a" | od -An -v -tx1 | tr -d ' \\n')"; done
+printf '%s\\n' "$line"
 """
 
 
