@@ -127,7 +127,6 @@ class Supervisor:
                 send_signal(self.local_launcher, signal.SIGKILL)  # no new launches while the job is torn down
             if namespace is not None:
                 self.tear_down(self.local_namespaces(namespace))
-            close_transports(self.transports)
             if self.rank0_output is not None:
                 self.rank0_output.finish()
             forget_secrets(self.job)
@@ -205,16 +204,16 @@ class Supervisor:
         """The job is over when rank 0 ends: stop what is left of it here,
         then on every worker node, over the job's holds there (spared by
         the kill here, as is the agent, asked to end between two steps:
-        then the holds carry whole frames), or afresh; last, whatever of
-        the job is still here."""
+        then the holds carry whole frames), or afresh; then the holds end,
+        and last whatever of the job is still here."""
         cgroups = run_cgroups(self.job)
         holds = set().union(*(transport.pids() for transport in self.transports.values()))
         spare = holds | {self.agent.pid} if holds and self.agent is not None else holds
         kill_job_processes(namespaces, self.grace, self.user, cgroups, spare)
         whole = self.agent.stop(within=AGENT_STOP_SECONDS if holds else 0) if self.agent is not None else False
         self.clean_workers(self.transports if holds and whole else None)
+        close_transports(self.transports)
         if spare:
-            close_transports(self.transports)
             kill_in_rounds(lambda: job_processes(namespaces, self.user, cgroups))
 
     def clean_workers(self, transports=None):
