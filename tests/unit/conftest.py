@@ -23,9 +23,10 @@ for path in (ROOT, os.path.join(ROOT, "files", "multinode-runtime")):
 def runtime_state(tmp_path, monkeypatch):
     """The node runtime's state, logs and /etc/hosts in a temporary directory
     (its registry's paths pointed there); returns that directory."""
-    from multinode_runtime import registry
+    from multinode_runtime import image_registry, registry
 
     state = tmp_path / "run"
+    monkeypatch.setattr(image_registry, "CREDENTIALED_FILE", str(tmp_path / "credentialed-images"))
     monkeypatch.setattr(registry, "STATE_DIR", str(state))
     monkeypatch.setattr(registry, "JOBS_DIR", str(state / "jobs"))
     monkeypatch.setattr(registry, "CONTROL_DIR", str(state / "ssh"))

@@ -183,3 +183,115 @@ def test_a_sandbox_process_is_found_by_the_pid_it_knows_itself_by(runtime_state,
     assert not container.has_pid(2)
     elsewhere = Sandbox("j", {"kind": "container", "name": "fuzz-multinode-j", "pid": host, "pidns": 1})
     assert elsewhere.host_pid(own) is None  # a process of another PID namespace
+
+
+# -- starting the container: the Podman commands it takes ---------------------------
+
+# A stand-in podman: it records each command line, and runs the container
+# (writes this test's pid, or FAKE_PID, into the --pidfile) unless the
+# image is not here. FAKE_LOCAL: the images Podman has (`image inspect` answers an ID,
+# `run --pull=never` starts); `pull` adds nothing (the test says what is here).
+FAKE_PODMAN = """#!/bin/sh
+echo "$*" >>"$FAKE_RECORD"
+image_here() { case " $FAKE_LOCAL " in *" $1 "*) return 0 ;; esac; return 1; }
+case "$1" in
+image) if image_here "$5"; then echo "%s"; exit 0; fi; echo "Error: $5: image not known" >&2; exit 125 ;;
+pull) exit 0 ;;
+run)
+    never=; pidfile=
+    while [ $# -gt 0 ]; do
+        case "$1" in --pull=never) never=1 ;; --pidfile) pidfile=$2 ;; -c) break ;; esac
+        image=$1; shift
+    done
+    if [ -n "$never" ] && ! image_here "$image"; then echo "Error: $image: image not known" >&2; exit 125; fi
+    echo "${FAKE_PID:-%d}" >"$pidfile" ;;
+esac
+"""
+IMAGE_ID = "f" * 64
+IMAGE = "mirror.gcr.io/library/alpine:3.16"
+
+
+@pytest.fixture
+def fake_podman(runtime_state, monkeypatch):
+    """The stand-in podman; returns a function giving the commands it was
+    asked, in order, each as its first word (`image inspect` as two) and,
+    for `run`, whether it was --pull=never."""
+    from multinode_runtime import containers, registry
+    record = runtime_state / "podman-calls"
+    podman = runtime_state / "podman"
+    podman.write_text(FAKE_PODMAN % (IMAGE_ID, os.getpid()))
+    podman.chmod(0o755)
+    monkeypatch.setattr(containers, "PODMAN", str(podman))
+    monkeypatch.setenv("FAKE_RECORD", str(record))
+    os.makedirs(registry.job_dir("j"))
+
+    def asked():
+        lines = record.read_text().splitlines() if record.exists() else []
+        return [("run --pull=never" if "--pull=never" in line else "run") if line.startswith("run ")
+                else " ".join(line.split()[:2]) if line.startswith("image ") else line.split()[0]
+                for line in lines]
+    return asked
+
+
+def start(monkeypatch, local):
+    from multinode_runtime import containers
+    monkeypatch.setenv("FAKE_LOCAL", local)
+    return containers.start_container(job_spec(), "n1", "j-0")
+
+
+def test_a_cached_image_starts_in_one_podman_command(fake_podman, monkeypatch):
+    """A job without credentials whose image is here, on a node where no
+    image came with a job's credentials: one `podman run`, nothing asked
+    before it (no `image inspect`) or after it (its PID 1 from --pidfile)."""
+    started = start(monkeypatch, IMAGE)
+    assert fake_podman() == ["run --pull=never"]
+    assert started["pid"] == os.getpid()
+    assert started["mnt"] == os.stat("/proc/self/ns/mnt").st_ino
+
+
+def test_an_image_not_here_is_pulled_and_then_started(fake_podman, monkeypatch):
+    start(monkeypatch, "")
+    assert fake_podman() == ["run --pull=never", "image inspect", "pull", "run"]
+
+
+def test_where_an_image_came_with_credentials_the_cache_is_looked_at_first(
+        fake_podman, monkeypatch, runtime_state):
+    """Once any image here came with a job's credentials, which image a
+    name is counts (pull: a credentialed one is not given unasked): its ID
+    is looked at before the run, as before the fast start."""
+    (runtime_state / "credentialed-images").write_text("e" * 64 + "\n")
+    start(monkeypatch, IMAGE)
+    assert fake_podman() == ["image inspect", "run"]
+    (runtime_state / "credentialed-images").write_text(IMAGE_ID + "\n")
+    (runtime_state / "podman-calls").unlink()
+    start(monkeypatch, IMAGE)
+    assert fake_podman() == ["image inspect", "pull", "run"]
+
+
+def test_a_container_whose_pid_1_is_gone_did_not_stay_up(fake_podman, monkeypatch):
+    monkeypatch.setenv("FAKE_PID", str(2 ** 22 + 1))  # above any pid_max: no such process
+    with pytest.raises(RuntimeFailure, match=r"node n1: the container of job j \(image "
+                                             r"docker://mirror.gcr.io/library/alpine:3.16\) did not stay up"):
+        start(monkeypatch, IMAGE)
+
+
+def test_a_pid_1_not_yet_looked_at_is_waited_for(fake_podman, monkeypatch):
+    """Until the OCI runtime's init has exec'd PID 1's program, root
+    without CAP_SYS_PTRACE may not stat its namespaces (EACCES, as on a node
+    that is itself a container): that moment is waited out; a denial that
+    lasts fails the start, naming the job."""
+    from multinode_runtime import containers
+    real_stat, denied = os.stat, {"times": 0, "until": 3}
+
+    def stat(path, *args, **kwargs):
+        if str(path).startswith("/proc/%d/ns/" % os.getpid()) and denied["times"] < denied["until"]:
+            denied["times"] += 1
+            raise PermissionError(13, "Permission denied")
+        return real_stat(path, *args, **kwargs)
+    monkeypatch.setattr(os, "stat", stat)
+    assert start(monkeypatch, IMAGE)["mnt"] == real_stat("/proc/self/ns/mnt").st_ino
+    assert denied["times"] == 3
+    monkeypatch.setattr(containers, "NAMESPACE_WITHIN", 0.05)
+    denied.update(times=0, until=10 ** 6)
+    with pytest.raises(RuntimeFailure, match=r"the container of job j .* did not stay up: Permission denied"):
+        start(monkeypatch, IMAGE)

@@ -232,13 +232,14 @@ def test_a_task_array_gets_a_device_set_for_each_task_running_at_once_and_a_task
 # -- the container, the bare host -------------------------------------------------
 
 def test_the_jobs_container_is_started_with_its_devices_on_that_node(gpus, runtime_state, monkeypatch):
-    """A stand-in podman (it records its arguments, and says the container's
-    PID 1 is this test's) starts the container: its `run` gets every device
-    of the job on the node, by CDI name, and no other."""
+    """A stand-in podman (it records its arguments, and writes this test's
+    pid as the container's PID 1 into the --pidfile of its `run`) starts
+    the container: its `run` gets every device of the job on the node, by
+    CDI name, and no other."""
     calls = runtime_state / "podman-calls"
     podman = runtime_state / "podman"
-    podman.write_text('#!/bin/sh\necho "$*" >>%s\ncase "$*" in\n'
-                      '*"{{.Id}}"*) echo sha256:1 ;;\n*"{{.State.Pid}}"*) echo %d ;;\nesac\n'
+    podman.write_text('#!/bin/sh\necho "$*" >>%s\ncase "$*" in\n*"{{.Id}}"*) echo sha256:1 ;;\nesac\n'
+                      'while [ $# -gt 0 ]; do [ "$1" = --pidfile ] && echo %d >"$2"; shift; done\n'
                       % (calls, os.getpid()))
     podman.chmod(0o755)
     monkeypatch.setattr(containers, "PODMAN", str(podman))
@@ -247,7 +248,7 @@ def test_the_jobs_container_is_started_with_its_devices_on_that_node(gpus, runti
                      ranks=(("node-1", 0), ("node-1", 1)), image={"uri": "docker://example.org/cuda:1"})
     prepare(data)
     run = next(line for line in calls.read_text().splitlines() if line.startswith("run "))
-    assert " --device nvidia.com/gpu=0 --device nvidia.com/gpu=1 example.org/cuda:1 -c " in run
+    assert " --device nvidia.com/gpu=0 --device nvidia.com/gpu=1 --pull=never example.org/cuda:1 -c " in run
     assert run.count("--device") == 2
     assert devices.podman_arguments("ja") == ["--device", "nvidia.com/gpu=0", "--device", "nvidia.com/gpu=1"]
     assert devices.podman_arguments("nosuch") == []

@@ -16,6 +16,7 @@ a job-user process's namespaces.
 
 import os
 import subprocess
+import time
 
 from . import devices, image_registry, registry
 from .errors import RuntimeFailure
@@ -28,6 +29,8 @@ NSENTER = "/usr/bin/nsenter"
 SHARED_PATHS = ("/multinode",)
 PULL_WITHIN = 1800  # seconds a pull may take
 PODMAN_WITHIN = 120  # seconds for any other podman command
+NAMESPACE_WITHIN = 5  # seconds a new container's PID 1 may take to exec its program
+CONTAINER_PID_FILE = "container.pid"  # in the job's directory, while the container starts
 # Root's: where SIF files are unpacked while they become Podman images.
 SIF_WORK_DIR = "/var/lib/fuzz-multinode/sif"
 
@@ -96,6 +99,33 @@ def pull(uri, node, authfile=None):
     return name
 
 
+def _namespace(pid, kind, within=NAMESPACE_WITHIN):
+    """The inode of the `kind` namespace of the container's PID 1. `podman
+    run --detach` may answer before the OCI runtime's init process has
+    exec'd PID 1's program: until then the process is not dumpable, and
+    root without CAP_SYS_PTRACE (a node inside a container) may not look at
+    its namespaces (EACCES), for a moment."""
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            return os.stat("/proc/%d/ns/%s" % (pid, kind)).st_ino
+        except PermissionError:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.005)
+
+
+def _cached_as_it_is(spec):
+    """The name of the job's docker:// image when a copy of it here, if
+    there is one, is the job's to use without asking the registry (as pull
+    would find): the job gives no credentials, and no image here came with
+    a job's; else None."""
+    uri = spec.image.get("uri", "")
+    if uri.startswith("docker://") and not spec.image.get("secret") and not image_registry.any_credentialed():
+        return local_image(uri)
+    return None
+
+
 def _remember_credentialed(node, uri, name):
     image_id = _image_id(name)
     if image_id is None:
@@ -133,10 +163,11 @@ def start_container(spec, node, hostname, secrets=None, mounts=()):
     inodes of its mount and PID namespaces."""
     uri = spec.image.get("uri", "")
     name = container_name(spec.job)
-    with image_registry.pull_credentials(spec, node, secrets) as authfile:
-        image = pull(uri, node, authfile)
     directory = registry.job_dir(spec.job)
-    args = ["run", "--detach", "--interactive", "--replace", "--name", name,
+    # Podman writes its PID 1 here as it starts it: no `podman inspect`
+    # after the run (a Podman start, 50 to 150 ms of CPU on every node).
+    pid_file = registry.job_path(spec.job, CONTAINER_PID_FILE)
+    args = ["run", "--detach", "--interactive", "--replace", "--name", name, "--pidfile", pid_file,
             "--network", "host", "--hostname", hostname,
             "--user", "0:0", "--init", "--entrypoint", "/bin/sh",
             "--label", "fuzz.multinode.job=" + spec.job, "--label", "fuzz.multinode.run=" + spec.run,
@@ -148,8 +179,14 @@ def start_container(spec, node, hostname, secrets=None, mounts=()):
     for directory, location in mounts:
         args += ["--volume", "%s:%s:rw" % (directory, location)]
     args += devices.podman_arguments(spec.job)  # the job's devices here (CDI)
-    args += [image, "-c", "read -r _"]
-    status, _unused, why = podman(args)
+    status = None
+    cached = _cached_as_it_is(spec)
+    if cached is not None:  # no `podman image inspect` first: a Podman start less
+        status, _unused, why = podman(args + ["--pull=never", cached, "-c", "read -r _"])
+    if status != 0:  # not cached after all (or not to be taken unasked), or it did not start
+        with image_registry.pull_credentials(spec, node, secrets) as authfile:
+            image = pull(uri, node, authfile)
+        status, _unused, why = podman(args + [image, "-c", "read -r _"])
     if status != 0:
         hint = ""
         if "CDI" in why:
@@ -157,10 +194,11 @@ def start_container(spec, node, hostname, secrets=None, mounts=()):
                    "0.5.0 and older)" % " and ".join(devices.CDI_DIRS)
         raise RuntimeFailure("node %s cannot start the container of job %s (image %s): %s%s" % (
             node, spec.job, uri, why or "podman run exited with status %d" % status, hint))
-    status, out, why = podman(["inspect", "--format", "{{.State.Pid}}", name])
-    pid = int(out.strip() or 0) if status == 0 and out.strip().isdigit() else 0
-    if pid <= 0:
+    try:
+        with open(pid_file, encoding="ascii") as handle:
+            pid = int(handle.read().strip() or 0)
+        os.unlink(pid_file)
+        return {"pid": pid, "mnt": _namespace(pid, "mnt"), "pidns": _namespace(pid, "pid")}
+    except (OSError, ValueError) as exc:  # no pid written, or its process gone
         raise RuntimeFailure("node %s: the container of job %s (image %s) did not stay up: %s" % (
-            node, spec.job, uri, why or "no process"))
-    return {"pid": pid, "mnt": os.stat("/proc/%d/ns/mnt" % pid).st_ino,
-            "pidns": os.stat("/proc/%d/ns/pid" % pid).st_ino}
+            node, spec.job, uri, exc.strerror if isinstance(exc, OSError) else "no process")) from None

@@ -154,6 +154,14 @@ def pulled_with_credentials(image_id):
         return image_id in handle.read().split()
 
 
+def any_credentialed():
+    """Whether any image here was pulled with a job's credentials."""
+    try:
+        return os.path.getsize(CREDENTIALED_FILE) > 0
+    except FileNotFoundError:
+        return False
+
+
 def remember_credentialed(image_id):
     """Record that the image of this ID came with a job's credentials."""
     if not _IMAGE_ID.match(image_id):
