@@ -7,9 +7,10 @@ container and an async wait.
         the scenario's networks, then its containers, as the driver makes
         them for the platform keys the scenarios use (name, image,
         pre_build_image, command, capabilities, tmpfs, volumes, networks;
-        groups are Molecule's inventory's): owner=molecule on each, the
-        host name the platform's name, a container already there left as
-        it is (started if it was stopped)
+        groups are Molecule's inventory's; any other is refused, before
+        anything is made): owner=molecule on each, the host name the
+        platform's name, a container already there left as it is (started
+        if it was stopped)
     python3 cluster.py destroy PLATFORMS_JSON
         its containers removed by force (their volumes kept), then the
         networks Molecule made for them (owner=molecule), as the driver's
@@ -22,6 +23,9 @@ import subprocess
 import sys
 
 OWNER = "molecule"  # the owner label the driver puts on what it makes
+# The platform keys create() makes as the driver does; groups are the
+# inventory's. Any other is refused rather than left out.
+KEYS = {"name", "image", "pre_build_image", "command", "capabilities", "tmpfs", "volumes", "networks", "groups"}
 
 
 def docker(*argv, check=True):
@@ -40,6 +44,10 @@ def run_argv(platform):
     connected after)."""
     if not platform.get("pre_build_image"):
         sys.exit("cluster: platform %s: only pre_build_image: true is supported here" % platform["name"])
+    unknown = sorted(set(platform) - KEYS)
+    if unknown:
+        sys.exit("cluster: platform %s: %s not supported here (molecule/shared/cluster.py makes %s)"
+                 % (platform["name"], ", ".join(unknown), ", ".join(sorted(KEYS))))
     argv = ["run", "--detach", "--name", platform["name"], "--hostname", platform["name"],
             "--label", "owner=" + OWNER, "--log-driver", "json-file"]
     for capability in platform.get("capabilities", []):
@@ -60,6 +68,8 @@ def networks(platforms):
 
 
 def create(platforms):
+    for platform in platforms:
+        run_argv(platform)  # every platform checked before anything is made
     made = []
     for name in networks(platforms):
         if docker("network", "inspect", name, check=False).returncode != 0:
