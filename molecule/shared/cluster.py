@@ -39,15 +39,19 @@ def networks_of(platform):
     return [network["name"] for network in platform.get("networks", [])]
 
 
-def run_argv(platform):
-    """`docker run` of a platform, on its first network (the others are
-    connected after)."""
+def check(platform):
+    """Exit naming what of the platform this file does not make."""
     if not platform.get("pre_build_image"):
         sys.exit("cluster: platform %s: only pre_build_image: true is supported here" % platform["name"])
     unknown = sorted(set(platform) - KEYS)
     if unknown:
         sys.exit("cluster: platform %s: %s not supported here (molecule/shared/cluster.py makes %s)"
                  % (platform["name"], ", ".join(unknown), ", ".join(sorted(KEYS))))
+
+
+def run_argv(platform):
+    """`docker run` of a platform, on its first network (the others are
+    connected after)."""
     argv = ["run", "--detach", "--name", platform["name"], "--hostname", platform["name"],
             "--label", "owner=" + OWNER, "--log-driver", "json-file"]
     for capability in platform.get("capabilities", []):
@@ -69,7 +73,7 @@ def networks(platforms):
 
 def create(platforms):
     for platform in platforms:
-        run_argv(platform)  # every platform checked before anything is made
+        check(platform)  # every one, before anything is made
     made = []
     for name in networks(platforms):
         if docker("network", "inspect", name, check=False).returncode != 0:
