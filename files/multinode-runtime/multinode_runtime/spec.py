@@ -9,8 +9,6 @@ written by an older controller.
 import json
 import os
 import re
-from dataclasses import dataclass, field, fields, replace
-from typing import Any, Dict, List, Optional, Tuple
 
 from . import registry
 from .errors import RuntimeFailure
@@ -19,20 +17,89 @@ KILL_GRACE = 10  # seconds between SIGTERM and SIGKILL at a teardown
 VOLUME_ROOT = "/var/lib/fuzz-multinode/volumes"
 CLAIM_LEASE = 120  # seconds a claim with nothing of its run alive stays live (claims.py)
 
+# Every runtime call reads a spec, and a call's Python start is what a job's
+# steps wait on: these records are plain classes, not dataclasses, whose
+# import (dataclasses, inspect, typing) and class creation cost a call
+# about as much again as the rest of reading the spec.
+REQUIRED = object()  # a field's default: none, it must be given
 
-@dataclass(frozen=True)
-class Rank:
+
+class Factory:
+    """A field's default made anew for each record (a list, a dict)."""
+
+    def __init__(self, make):
+        self.make = make
+
+
+class Record:
+    """A frozen record of FIELDS, (name, default) pairs in order: made with
+    positional or keyword values, compared and hashed by them, changed only
+    into a new record (with_changes)."""
+
+    FIELDS = ()
+
+    def __init__(self, *args, **kwargs):
+        names = self.field_names()
+        if len(args) > len(names):
+            raise TypeError("%s takes %d values, %d given" % (type(self).__name__, len(names), len(args)))
+        values = dict(zip(names, args))
+        for name, value in kwargs.items():
+            if name not in names:
+                raise TypeError("%s has no field %r" % (type(self).__name__, name))
+            if name in values:
+                raise TypeError("%s got two values for %r" % (type(self).__name__, name))
+            values[name] = value
+        for name, default in self.FIELDS:
+            if name not in values:
+                if default is REQUIRED:
+                    raise TypeError("%s needs a value for %r" % (type(self).__name__, name))
+                values[name] = default.make() if isinstance(default, Factory) else default
+            object.__setattr__(self, name, values[name])
+
+    @classmethod
+    def field_names(cls):
+        return [name for name, default in cls.FIELDS]
+
+    def values(self):
+        return tuple(getattr(self, name) for name, default in self.FIELDS)
+
+    def with_changes(self, **changes):
+        """A copy with these fields changed."""
+        values = dict(zip(self.field_names(), self.values()))
+        values.update(changes)
+        return type(self)(**values)
+
+    def __setattr__(self, name, value):
+        raise AttributeError("%s is frozen: cannot set %r" % (type(self).__name__, name))
+
+    def __delattr__(self, name):
+        raise AttributeError("%s is frozen: cannot delete %r" % (type(self).__name__, name))
+
+    def __eq__(self, other):
+        return type(other) is type(self) and other.values() == self.values()
+
+    def __hash__(self):
+        return hash((type(self),) + self.values())
+
+    def __repr__(self):
+        return "%s(%s)" % (type(self).__name__, ", ".join(
+            "%s=%r" % (name, getattr(self, name)) for name, default in self.FIELDS))
+
+
+class Rank(Record):
     """One rank of a job, or one task of a task array."""
 
-    rank: int                       # rank number, or the task's index
-    name: str = ""                  # its host name, <job>-<rank or task id>
-    node: str = ""                  # inventory name of its node
-    address: str = ""               # the address other nodes reach it by
-    slots: int = 1
-    env: Dict[str, str] = field(default_factory=dict)
-    task_id: Optional[int] = None   # a task array's task: its FB_TASK_ID
-    argv: Optional[List[str]] = None  # a task's own command
-    secret_args: Optional[List["SecretArg"]] = None  # and the secret_args of that command
+    FIELDS = (
+        ("rank", REQUIRED),         # rank number, or the task's index
+        ("name", ""),               # its host name, <job>-<rank or task id>
+        ("node", ""),               # inventory name of its node
+        ("address", ""),            # the address other nodes reach it by
+        ("slots", 1),
+        ("env", Factory(dict)),
+        ("task_id", None),          # a task array's task: its FB_TASK_ID
+        ("argv", None),             # a task's own command
+        ("secret_args", None),      # and the secret_args (SecretArg) of that command
+    )
 
     @property
     def is_task(self):
@@ -47,95 +114,90 @@ class Rank:
         return {"rank": self.rank, "name": self.name, "node": self.node, "status": status}
 
 
-@dataclass(frozen=True)
-class Resources:
+class Resources(Record):
     """resource.cpu / resource.memory / resource.devices of the Fuzzfile:
     what each rank (or task) asks of its node."""
 
-    cores: Optional[int] = None
-    affinity: Optional[str] = None  # CORE, SOCKET or NUMA
-    memory_bytes: Optional[int] = None
-    devices: Dict[str, int] = field(default_factory=dict)  # CDI kind: how many (devices.py)
+    FIELDS = (
+        ("cores", None),
+        ("affinity", None),         # CORE, SOCKET or NUMA
+        ("memory_bytes", None),
+        ("devices", Factory(dict)),  # CDI kind: how many (devices.py)
+    )
 
 
-@dataclass(frozen=True)
-class SecretArg:
+class SecretArg(Record):
     """An argument of argv that expands secret:// values: its index and its
     parts, each ("text", literal) or ("secret", scope/name)."""
 
-    index: int
-    parts: List[Tuple[str, str]]
+    FIELDS = (("index", REQUIRED), ("parts", REQUIRED))
 
 
-@dataclass(frozen=True)
-class JobFile:
+class JobFile(Record):
     """A file the job places on its nodes (Fuzzfile `files`)."""
 
-    path: str
-    contents: str
-    name: str = ""
+    FIELDS = (("path", REQUIRED), ("contents", REQUIRED), ("name", ""))
 
 
-@dataclass(frozen=True)
-class Mount:
+class Mount(Record):
     """A volume the job's ranks see at `location` (volumes.py)."""
 
-    location: str
-    volume: str
-    store: str                      # "ephemeral", "persistent/<name>", "user/persistent" or "account/persistent"
+    FIELDS = (
+        ("location", REQUIRED),
+        ("volume", REQUIRED),
+        ("store", REQUIRED),        # "ephemeral", "persistent/<name>", "user/persistent" or "account/persistent"
+    )
 
 
-@dataclass(frozen=True)
-class TaskArray:
-    start: int
-    end: int
-    concurrency: int = 1
+class TaskArray(Record):
+    FIELDS = (("start", REQUIRED), ("end", REQUIRED), ("concurrency", 1))
 
 
-@dataclass(frozen=True)
-class JobSpec:
-    job: str
-    run: str = ""                   # the run of run-job.yml (claims.py); "": none given
-    user: str = "fuzz"
-    mode: str = "command"           # "command" or "script"
-    argv: List[str] = field(default_factory=list)
-    script: Optional[str] = None
-    cwd: str = "/"
-    secret_env: Dict[str, str] = field(default_factory=dict)  # env key: secret name
-    secret_args: List[SecretArg] = field(default_factory=list)
-    files: List[JobFile] = field(default_factory=list)
-    kill_grace: float = KILL_GRACE
-    claim_lease: int = CLAIM_LEASE  # fuzz_multinode_claim_lease
-    timeout: Optional[float] = None  # policy.timeout.execute, seconds
-    resources: Resources = field(default_factory=Resources)
-    implementation: str = "generic"
-    launcher: List[str] = field(default_factory=list)  # rank 0's argv prefix (MPI)
-    nodes: int = 1
-    local: bool = False             # every rank on this one node
-    # "container": every rank in the job's image (containers.py); "host":
-    # on the bare host, as a spec that names no execution (an older one).
-    execution: str = "host"
-    image: Dict[str, Any] = field(default_factory=dict)  # {"uri": ..., "secret": ...}
-    ranks: List[Rank] = field(default_factory=list)
-    task_array: Optional[TaskArray] = None
-    mounts: List[Mount] = field(default_factory=list)
-    volume_root: str = VOLUME_ROOT
-    volume_sharing: str = "auto"    # "shared", "node-local", or "auto" (volumes.is_shared)
-    # A service's: {"readiness_probe": its probe in the Fuzzfile's form (a
-    # port's number) or None, "ready_timeout": seconds} (readiness.py); a
-    # job's: None.
-    service: Optional[Dict[str, Any]] = None
-    # Names beside the ranks' in the job's /etc/hosts block: the run's
-    # services as <service>.svc, each (name, address).
-    extra_hosts: List[Tuple[str, str]] = field(default_factory=list)
-    # Set by `head --controller-timeout`, not by the controller's plan.
-    controller_timeout: float = 0
+class JobSpec(Record):
+    FIELDS = (
+        ("job", REQUIRED),
+        ("run", ""),                # the run of run-job.yml (claims.py); "": none given
+        ("user", "fuzz"),
+        ("mode", "command"),        # "command" or "script"
+        ("argv", Factory(list)),
+        ("script", None),
+        ("cwd", "/"),
+        ("secret_env", Factory(dict)),   # env key: secret name
+        ("secret_args", Factory(list)),  # SecretArg
+        ("files", Factory(list)),        # JobFile
+        ("kill_grace", KILL_GRACE),
+        ("claim_lease", CLAIM_LEASE),    # fuzz_multinode_claim_lease
+        ("timeout", None),               # policy.timeout.execute, seconds
+        ("resources", Factory(Resources)),
+        ("implementation", "generic"),
+        ("launcher", Factory(list)),     # rank 0's argv prefix (MPI)
+        ("nodes", 1),
+        ("local", False),                # every rank on this one node
+        # "container": every rank in the job's image (containers.py); "host":
+        # on the bare host, as a spec that names no execution (an older one).
+        ("execution", "host"),
+        ("image", Factory(dict)),        # {"uri": ..., "secret": ...}
+        ("ranks", Factory(list)),        # Rank
+        ("task_array", None),            # TaskArray
+        ("mounts", Factory(list)),       # Mount
+        ("volume_root", VOLUME_ROOT),
+        ("volume_sharing", "auto"),      # "shared", "node-local", or "auto" (volumes.is_shared)
+        # A service's: {"readiness_probe": its probe in the Fuzzfile's form (a
+        # port's number) or None, "ready_timeout": seconds} (readiness.py); a
+        # job's: None.
+        ("service", None),
+        # Names beside the ranks' in the job's /etc/hosts block: the run's
+        # services as <service>.svc, each (name, address).
+        ("extra_hosts", Factory(list)),
+        # Set by `head --controller-timeout`, not by the controller's plan.
+        ("controller_timeout", 0),
+    )
 
     @classmethod
     def from_dict(cls, data):
         """The spec of a decoded spec.json; a malformed one is a RuntimeFailure."""
         try:
-            known = {f.name for f in fields(cls)}
+            known = set(cls.field_names())
             values = {key: value for key, value in data.items() if key in known and value is not None}
             if not values.get("cwd"):
                 values.pop("cwd", None)  # no cwd: "/"
@@ -155,9 +217,6 @@ class JobSpec:
             return cls(**values)
         except (KeyError, TypeError, AttributeError) as exc:
             raise RuntimeFailure("malformed job spec (%s: %s)" % (type(exc).__name__, exc)) from None
-
-    def with_changes(self, **changes):
-        return replace(self, **changes)
 
     @property
     def head(self):
@@ -243,8 +302,8 @@ def check_claim_lease(value):
                              "of seconds, got %r)" % (value,))
 
 
-_RANK_FIELDS = {f.name for f in fields(Rank)}
-_RESOURCE_FIELDS = {f.name for f in fields(Resources)}
+_RANK_FIELDS = set(Rank.field_names())
+_RESOURCE_FIELDS = set(Resources.field_names())
 
 
 def load_spec(job):
@@ -257,7 +316,7 @@ def load_spec(job):
     return JobSpec.from_dict(data)
 
 
-def parse_spec(data: Any):
+def parse_spec(data):
     """The spec given to `prepare` (decoded JSON)."""
     if not isinstance(data, dict):
         raise RuntimeFailure("malformed job spec: not a JSON object")
