@@ -65,6 +65,7 @@ FUZZFILE_ARGUMENT_SPEC: Dict[str, Any] = dict(
     # fuzz_multinode_secret_arguments: an argument expanding a secret://
     # env value is run with a warning (allow) or refused (refuse).
     secret_arguments=dict(type="str", default="allow", choices=list(SECRET_ARGUMENTS)),
+    inventory_hosts=dict(type="int"),
 )
 
 
@@ -173,6 +174,8 @@ def load_fuzzfile(params: Mapping[str, Any]) -> Tuple[Dict[str, Any], List[str]]
     except FuzzfileError as exc:
         raise FuzzfileError("%s: %s" % (path, exc)) from None
 
+    check_fits(run, params.get("inventory_hosts"))
+
     def admitted(job: Job) -> Dict[str, Any]:
         return dict(job.to_dict(), **{ADMISSION_KEY: admission(job, secret_names, registry_secret_names)})
 
@@ -187,6 +190,17 @@ def load_fuzzfile(params: Mapping[str, Any]) -> Tuple[Dict[str, Any], List[str]]
         # of services): its plain form, for any use.
         result["job"] = select_job(workflow, name).to_dict()
     return result, ["%s: %s" % (path, note) for note in notes]
+
+
+def check_fits(run: Sequence[Job], hosts: Optional[int]) -> None:
+    """Every job and service to run fits on `hosts` hosts (None: no limit):
+    else one message naming each that does not."""
+    if hosts is None:
+        return
+    too_big = ["%s %s needs %d nodes but the inventory group multinode has %d hosts"
+               % (job.kind, job.name, job.nodes, hosts) for job in run if job.nodes > hosts]
+    if too_big:
+        raise FuzzfileError("; ".join(too_big))
 
 
 def plan_ranks(params: Mapping[str, Any]) -> Tuple[Dict[str, Any], List[str]]:

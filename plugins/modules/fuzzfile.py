@@ -85,6 +85,14 @@ options:
         has exactly one job (or no job and one service). The whole workflow is validated
         either way.
     type: str
+  inventory_hosts:
+    description:
+      - >-
+        How many hosts the jobs can run on (run-job.yml gives the size of the inventory group
+        C(multinode)). When given, a job or service to run whose C(multinode.nodes) is larger
+        fails the module, naming each such job and both numbers, before any host is touched.
+      - Omitted (local mode, where every rank runs on one machine), there is no such limit.
+    type: int
   s3_secret_names:
     description:
       - >-

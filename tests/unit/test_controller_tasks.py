@@ -89,6 +89,19 @@ def test_a_secret_without_a_value_is_refused_before_any_host_is_touched(tmp_path
     load(path, secret_names=["user/token"])  # with a value it loads
 
 
+def test_every_job_too_big_for_the_inventory_is_named_with_both_numbers(tmp_path):
+    path = tmp_path / "big.yml"
+    path.write_text(TWO_JOBS.replace("requires: [first]", "requires: [first]\n    multinode: {nodes: 3, implementation: generic}"))
+    with pytest.raises(FuzzfileError) as raised:
+        load_fuzzfile({"path": str(path), "inventory_hosts": 1})
+    assert str(raised.value) == ("job first needs 2 nodes but the inventory group multinode has 1 hosts; "
+                                 "job second needs 3 nodes but the inventory group multinode has 1 hosts")
+    with pytest.raises(FuzzfileError, match="^job second needs 3 nodes but the inventory group multinode has 2 hosts$"):
+        load_fuzzfile({"path": str(path), "inventory_hosts": 2})
+    assert load_fuzzfile({"path": str(path), "inventory_hosts": 3})[0]["run"]
+    assert load_fuzzfile({"path": str(path)})[0]["run"], "local mode: no limit"
+
+
 def test_rank_plan_warns_only_about_notes_the_fuzzfile_task_did_not(tmp_path):
     path = tmp_path / "two.yml"
     path.write_text(TWO_JOBS)
