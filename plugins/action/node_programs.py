@@ -21,6 +21,7 @@ from ansible.errors import AnsibleError
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.fuzz.multinode.plugins.module_utils.node_runtime import RUNTIME_PATH
+from ansible_collections.fuzz.multinode.plugins.plugin_utils.installed_files import tree_files
 
 ARGUMENT_SPEC = dict(
     runtime_source=dict(type="path", required=True),
@@ -97,14 +98,7 @@ def archive(files):
 def runtime_files(source):
     """The runtime package's files under `source`, as (controller path,
     node path, mode); no bytecode (the node compiles its own)."""
-    files = []
-    for top, dirs, names in os.walk(source):
-        dirs[:] = sorted(name for name in dirs if name != "__pycache__")
-        for name in sorted(names):
-            if not name.endswith(".pyc"):
-                path = os.path.join(top, name)
-                files.append((path, os.path.join(RUNTIME_PATH, os.path.relpath(path, source)), 0o644))
-    return files
+    return [(os.path.join(source, name), os.path.join(RUNTIME_PATH, name), 0o644) for name in tree_files(source)]
 
 
 class ActionModule(ActionBase):

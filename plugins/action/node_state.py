@@ -6,22 +6,23 @@ is prepared already, what preparing it needs to know (the SSH tools it
 lacks, whether systemd runs, whether the runtime's Python has boto3), the
 address it reaches the others by, and how many CDI devices of each kind it
 has (resource.devices: the controller places and refuses jobs by them
-before any host is touched)."""
+before any host is touched). What preparing installs is hashed here, from
+the files themselves (`installed`), into the fingerprint a prepared node
+carries."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.fuzz.multinode.plugins.module_utils.node_runtime import RUNTIME_PATH
-
-ARGUMENT_SPEC = dict(
-    fingerprint=dict(type="str", required=True),
-    nodes=dict(type="list", elements="str", default=[]),
-    local=dict(type="bool", default=False),
+from ansible_collections.fuzz.multinode.plugins.module_utils.node_runtime import (
+    NODE_STATE_ARGUMENT_SPEC,
+    RUNTIME_PATH,
 )
+from ansible_collections.fuzz.multinode.plugins.plugin_utils.installed_files import installed_fingerprint
 
 # The runtime's CDI reader, run as it is (it imports nothing of the
 # runtime's): the node may not have the runtime yet.
@@ -58,8 +59,8 @@ if importlib.util.find_spec("boto3") is not None:
 
 # The stamp (the fingerprint, then the nodes whose host keys are pinned),
 # each line after "stamp "; whether sshd runs (local mode has none); the
-# SSH tools missing; whether systemd runs; then the node's facts above. The
-# here-document is not last: Ansible appends " && sleep 0" to the command.
+# SSH tools missing; whether systemd runs; then the node's facts: FACTS
+# when the devices or boto3 are asked for, else ADDRESS_ONLY.
 CHECK = r"""
 sed 's/^/stamp /' %(stamp)s 2>/dev/null
 if test %(local)s = yes ||
@@ -67,9 +68,22 @@ if test %(local)s = yes ||
 then echo sshd; else echo no-sshd; fi
 for tool in %(tools)s; do test -e "$tool" || echo "missing $tool"; done
 test ! -d /run/systemd/system || echo systemd
+%(facts)s
+"""
+
+# The facts from the runtime's Python, else the address from any python3.
+# The here-document is not last: Ansible appends " && sleep 0" to the command.
+FACTS = r"""
 /usr/bin/python3 -I - <<'FMN_NODE_FACTS' 2>/dev/null ||
 %(node_facts)s
 FMN_NODE_FACTS
+python3 -I -c '%(address)s' 2>/dev/null || echo address
+"""
+
+# The address alone: the source of the route to a public address, as
+# ADDRESS finds it, from ip (no Python starts), else from any python3.
+ADDRESS_ONLY = r"""
+route=$(ip route get 8.8.8.8 2>/dev/null) && echo "address $(echo "$route" | sed -n 's/.* src \([^ ]*\).*/\1/p;q')" ||
 python3 -I -c '%(address)s' 2>/dev/null || echo address
 """
 
@@ -99,13 +113,21 @@ class ActionModule(ActionBase):
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
-        _unused, params = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        _unused, params = self.validate_argument_spec(argument_spec=NODE_STATE_ARGUMENT_SPEC)
+        try:
+            installed = installed_fingerprint(params["installed"])
+        except OSError as exc:
+            result.update(failed=True, msg="cannot read what node preparation installs, on the controller: %s" % exc)
+            return result
+        fingerprint = hashlib.sha256(("%s\0%s" % (params["fingerprint"], installed)).encode()).hexdigest()
+        if params["facts"]:
+            with open(CDI_READER) as handle:
+                facts = FACTS.strip() % {"node_facts": NODE_FACTS % {"cdi_reader": handle.read()}, "address": ADDRESS}
+        else:
+            facts = ADDRESS_ONLY.strip() % {"address": ADDRESS}
         # Stripped: Ansible appends " && sleep 0" to the command.
-        with open(CDI_READER) as handle:
-            cdi_reader = handle.read()
-        node_facts = NODE_FACTS % {"cdi_reader": cdi_reader}
         command = CHECK.strip() % {"stamp": STAMP, "local": "yes" if params["local"] else "no",
-                                   "tools": " ".join(SSH_TOOLS), "node_facts": node_facts, "address": ADDRESS}
+                                   "tools": " ".join(SSH_TOOLS), "facts": facts}
         done = self._low_level_execute_command(command, sudoable=True)
         lines = done.get("stdout", "").splitlines()
         sshd = [line for line in lines if line in ("sshd", "no-sshd")]
@@ -116,8 +138,8 @@ class ActionModule(ActionBase):
         address = next((line.split()[1:] for line in lines if line.split()[:1] == ["address"]), [])
         devices = read_devices(lines)
         result.update(changed=False,
-                      prepared=sshd[0] == "sshd" and is_prepared(stamp, params["fingerprint"], params["nodes"]),
-                      address=address[0] if address else "", fingerprint=params["fingerprint"], runtime=RUNTIME_PATH,
+                      prepared=sshd[0] == "sshd" and is_prepared(stamp, fingerprint, params["nodes"]),
+                      address=address[0] if address else "", fingerprint=fingerprint, runtime=RUNTIME_PATH,
                       missing=[line.split(" ", 1)[1] for line in lines if line.startswith("missing ")],
                       systemd="systemd" in lines, boto3="boto3" in lines,
                       devices=devices["counts"], device_problems=devices["problems"])

@@ -27,6 +27,20 @@ PYTHON = "/usr/bin/python3"
 # What the runtime puts before its error messages on stderr.
 PREFIX = "multinode-runtime: "
 
+# What fuzz.multinode.node_state can ask a node's Python (a Python's start
+# is the check's largest cost on a busy node: only when asked).
+NODE_FACTS = ("devices", "boto3")
+
+# The options of fuzz.multinode.node_state, for its module and its action
+# plugin alike.
+NODE_STATE_ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = dict(
+    fingerprint=dict(type="str", required=True),
+    installed=dict(type="list", elements="path", default=[]),
+    nodes=dict(type="list", elements="str", default=[]),
+    local=dict(type="bool", default=False),
+    facts=dict(type="list", elements="str", choices=list(NODE_FACTS), default=list(NODE_FACTS)),
+)
+
 # The options of fuzz.multinode.node_job, for its module and its action
 # plugin alike.
 NODE_JOB_ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = dict(

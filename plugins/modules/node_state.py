@@ -22,9 +22,32 @@ author:
   - fuzz.multinode developers (!UNKNOWN)
 options:
   fingerprint:
-    description: The fingerprint of what node preparation would install.
+    description:
+      - The fingerprint of the settings node preparation would install with. The fingerprint
+        checked, and returned as RV(fingerprint), is this one and O(installed)'s contents
+        hashed together.
     type: str
     required: true
+  installed:
+    description:
+      - The files and directories on the controller that node preparation installs, read and
+        hashed by the action plugin into the fingerprint (a directory's files each with its path
+        relative to it; C(__pycache__) and C(.pyc) files left out). Where they lie on the
+        controller does not count, only their contents and order.
+    type: list
+    elements: path
+    default: []
+  facts:
+    description:
+      - What the node's C(/usr/bin/python3) is asked, which starts a Python on the node (the
+        check's largest cost on a busy node). V(devices) counts its CDI devices
+        (RV(devices)); V(boto3) says whether that Python has boto3 (RV(boto3)).
+      - With neither, no Python starts for the address (RV(address) then comes from
+        C(ip route), else from any C(python3)), RV(devices) is null and RV(boto3) false.
+    type: list
+    elements: str
+    choices: [devices, boto3]
+    default: [devices, boto3]
   nodes:
     description:
       - The nodes of the play. The node counts as prepared only when the
@@ -52,7 +75,10 @@ attributes:
 EXAMPLES = r"""
 - name: Check whether the node is prepared already
   fuzz.multinode.node_state:
-    fingerprint: "{{ fingerprint }}"
+    fingerprint: "{{ settings | string | hash('sha256') }}"
+    installed:
+      - "{{ playbook_dir }}/files/multinode-runtime"
+    facts: []
   register: state
 """
 
@@ -77,15 +103,16 @@ systemd:
 boto3:
   description: >-
     Whether the node runtime's Python (C(/usr/bin/python3)) has boto3, which C(s3://)
-    transfers need (the node role installs Debian's python3-boto3 when a workflow has them).
+    transfers need (the node role installs Debian's python3-boto3 when a workflow has them);
+    false when not asked (O(facts)).
   returned: success
   type: bool
 devices:
   description: >-
     How many CDI devices of each kind the node has (C(resource.devices)), from its CDI
     specifications in C(/etc/cdi) and C(/var/run/cdi), read by the node runtime's C(cdi.py)
-    run as it is; null when the node could not tell (no C(/usr/bin/python3)), which counts
-    as enough.
+    run as it is; null when the node could not tell (no C(/usr/bin/python3)) or was not
+    asked (O(facts)), which counts as enough.
   returned: success
   type: dict
   sample: {"nvidia.com/gpu": 4}
@@ -95,7 +122,9 @@ device_problems:
   type: list
   elements: str
 fingerprint:
-  description: The fingerprint checked.
+  description: >-
+    The fingerprint checked: O(fingerprint) and O(installed)'s contents hashed together (what
+    the node role records on a node it prepared).
   returned: always
   type: str
 runtime:
@@ -106,12 +135,11 @@ runtime:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.fuzz.multinode.plugins.module_utils.node_runtime import NODE_STATE_ARGUMENT_SPEC
+
 
 def main():
-    module = AnsibleModule(argument_spec=dict(fingerprint=dict(type="str", required=True),
-                                              nodes=dict(type="list", elements="str", default=[]),
-                                              local=dict(type="bool", default=False)),
-                           supports_check_mode=True)
+    module = AnsibleModule(argument_spec=NODE_STATE_ARGUMENT_SPEC, supports_check_mode=True)
     module.fail_json(msg="fuzz.multinode.node_state runs as an action plugin only")
 
 

@@ -91,7 +91,8 @@ def test_a_secret_without_a_value_is_refused_before_any_host_is_touched(tmp_path
 
 def test_every_job_too_big_for_the_inventory_is_named_with_both_numbers(tmp_path):
     path = tmp_path / "big.yml"
-    path.write_text(TWO_JOBS.replace("requires: [first]", "requires: [first]\n    multinode: {nodes: 3, implementation: generic}"))
+    path.write_text(TWO_JOBS.replace("requires: [first]",
+                                     "requires: [first]\n    multinode: {nodes: 3, implementation: generic}"))
     with pytest.raises(FuzzfileError) as raised:
         load_fuzzfile({"path": str(path), "inventory_hosts": 1})
     assert str(raised.value) == ("job first needs 2 nodes but the inventory group multinode has 1 hosts; "
