@@ -142,8 +142,8 @@ def state(tmp_path, monkeypatch, stamp, fingerprint="f1", nodes=("a", "b"), **op
 
 def combined(fingerprint, installed=()):
     """The fingerprint node_state checks and returns."""
-    return action(node_state.ActionModule, dict(fingerprint=fingerprint, installed=list(installed), nodes=[],
-                                                 local=True)).run(task_vars={})["fingerprint"]
+    args = dict(fingerprint=fingerprint, installed=list(installed), nodes=[], local=True)
+    return action(node_state.ActionModule, args).run(task_vars={})["fingerprint"]
 
 
 def test_a_node_prepared_for_these_nodes_or_more_is_prepared(tmp_path, monkeypatch):
