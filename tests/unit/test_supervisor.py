@@ -41,6 +41,19 @@ def children_of(pid):
     return [int(e) for e in os.listdir("/proc") if e.isdigit() and parent(int(e)) == pid]
 
 
+def about_to_call(head, pids):
+    return [pid for pid in pids if head.about_to_call(pid, command_line(pid))]
+
+
+def process_state(pid):
+    """Its state letter (R, S; Z and X: ended), None once it is gone."""
+    try:
+        with open("/proc/%d/stat" % pid) as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return None
+
+
 def wait_for(predicate, within=10):
     deadline = time.monotonic() + within
     while not predicate() and time.monotonic() < deadline:
@@ -69,10 +82,10 @@ def test_a_fork_of_the_head_command_not_yet_execd_counts_only_within_the_settle_
         assert wait_for(lambda: children_of(fork))  # its `sleep 5`, exec'd
         (sleeper,) = children_of(fork)
         assert command_line(fork) == [b"/bin/sh"] + [os.fsencode(arg) for arg in argv] + [b""]
-        assert head.forks([fork, sleeper, unrelated.pid]) == [fork]
+        assert about_to_call(head, [fork, sleeper, unrelated.pid]) == [fork]
         time.sleep(supervisor.SETTLE_SECONDS + 0.1)
         assert tuple(command_line(fork)) in head.lines  # still a fork, not exec'd
-        assert head.forks([fork, sleeper, unrelated.pid]) == []
+        assert about_to_call(head, [fork, sleeper, unrelated.pid]) == []
     finally:
         unrelated.kill()
         unrelated.wait()
@@ -149,3 +162,37 @@ def test_the_command_lines_shown_are_the_kernels_for_a_script_and_argv_for_the_r
         finally:
             proc.kill()
             proc.wait()
+
+
+def test_a_call_caught_in_the_exec_of_the_wrapper_still_counts(tmp_path):
+    """exec_all's fork execs the wrapper: for some microseconds between the
+    fork's command line and the wrapper's, the kernel shows none. A look
+    (calls_in_flight's, every poll) that lands there must still count the
+    call, or the job ends and its teardown kills it. A shell makes wrapper
+    calls one after the other for 3 s, forked and exec'd each, while its
+    child is looked at again and again: a fork of it, or a call, until it
+    is a zombie."""
+    wrapper, loop = tmp_path / "ssh-wrapper", tmp_path / "job"
+    wrapper.write_text("#!/bin/sh\n:\n")
+    loop.write_text('#!/bin/sh\nwhile :; do "$1" host true & wait $!; done\n')
+    for script in (wrapper, loop):
+        script.chmod(0o755)
+    argv = [str(loop), str(wrapper)]
+    shell = subprocess.Popen(argv)
+    head = supervisor.HeadCommand(execution.command_shown(argv, StandInSandbox(), str(tmp_path)))
+    missed, looks = [], 0
+    try:
+        started = time.monotonic()
+        while time.monotonic() - started < 3:
+            head.end()  # always within its window
+            with open("/proc/%d/task/%d/children" % (shell.pid, shell.pid)) as children:
+                pids = [int(pid) for pid in children.read().split()]
+            for pid in pids:
+                looks += 1
+                if not supervisor.making_call(pid, os.fsencode(wrapper), head) \
+                        and process_state(pid) not in (None, "Z", "X"):
+                    missed.append((pid, command_line(pid)))
+    finally:
+        shell.kill()
+        shell.wait()
+    assert looks > 1000 and missed == [], (looks, missed)

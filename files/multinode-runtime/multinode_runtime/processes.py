@@ -295,6 +295,16 @@ def parent(pid):
         return None
 
 
+def has_ended(pid):
+    """Whether a process has ended and waits to be reaped (a zombie), or is
+    being reaped; False once it is gone."""
+    try:
+        with open("/proc/%d/stat" % pid) as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except (OSError, IndexError):
+        return False
+
+
 def send_signal(pid, sig):
     try:
         os.kill(pid, sig)

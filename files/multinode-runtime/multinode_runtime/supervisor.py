@@ -26,6 +26,7 @@ from .processes import (
     descendants,
     enter_rank_namespace,
     exit_status,
+    has_ended,
     job_processes,
     kill_in_rounds,
     kill_job_processes,
@@ -355,15 +356,29 @@ class Supervisor:
     def calls_in_flight(self):
         """Whether a wrapper call of this node is still being made: by the
         agent, or by a wrapper process of its own (the slow path), or just
-        after rank 0 ended, about to be (HeadCommand.forks). Rank 0's
+        after rank 0 ended, about to be (HeadCommand.about_to_call). Rank 0's
         processes are below the supervisor while their shell lives, then
         (orphans) below the sandbox's PID 1."""
         if self.agent.calls_in_flight():
             return True
         client = os.fsencode(self.head.env.get("MULTINODE_SSH_WRAPPER", ""))
         pids = descendants(os.getpid(), *([self.sandbox_pid] if self.sandbox_pid else []))
-        return bool(wrapper_calls(pids, client)) or bool(
-            self.head_command is not None and self.head_command.forks(pids))
+        return any(making_call(pid, client, self.head_command) for pid in pids)
+
+
+def making_call(pid, client, head_command=None):
+    """Whether process pid is a wrapper call, or about to be one, judged from
+    one read of its command line: a fork's exec may change it between two."""
+    argv = command_line(pid)
+    return is_wrapper_call(argv, client) or (head_command is not None and head_command.about_to_call(pid, argv))
+
+
+def is_wrapper_call(argv, client=b""):
+    """Whether the command line argv is a wrapper call of this runtime: the
+    Python wrapper, or `client` (the sh wrapper's path) not yet at its agent."""
+    if argv and len(argv) > 3 and argv[2].rstrip(b"/").endswith(b"/multinode-runtime") and argv[3] == b"wrapper":
+        return True
+    return bool(client and argv and len(argv) > 1 and argv[1] == client)
 
 
 class HeadCommand:
@@ -378,27 +393,18 @@ class HeadCommand:
     def end(self):
         self.ended_at = time.monotonic()
 
-    def forks(self, pids):
-        """The processes among pids still forks of the command, while such a
-        fork counts as a call about to be made: SETTLE_SECONDS after it
-        ended. None before, or after."""
+    def about_to_call(self, pid, argv):
+        """Whether process pid, showing argv, is still a fork of the command,
+        while such a fork counts as a call about to be made: SETTLE_SECONDS
+        after it ended; never before, or after. A process in the middle of
+        its exec counts too: for some microseconds its command line reads
+        empty (the fork's is gone, the wrapper's not there yet). So does one
+        ending (the same, until it is a zombie): the next look finds it ended."""
         if self.ended_at is None or time.monotonic() > self.ended_at + SETTLE_SECONDS:
-            return []
-        return [pid for pid in pids if tuple(command_line(pid) or ()) in self.lines]
-
-
-def wrapper_calls(pids, client=b""):
-    """The processes among pids that are wrapper calls of this runtime: the
-    Python wrapper, or `client` (the sh wrapper's path) not yet at its agent."""
-    calls = []
-    for pid in pids:
-        argv = command_line(pid)
-        if argv and len(argv) > 3 and argv[2].rstrip(b"/").endswith(b"/multinode-runtime") \
-                and argv[3] == b"wrapper":
-            calls.append(pid)
-        elif client and argv and len(argv) > 1 and argv[1] == client:
-            calls.append(pid)
-    return calls
+            return False
+        if argv == [b""]:  # in its exec, or ending
+            return not has_ended(pid)
+        return tuple(argv or ()) in self.lines
 
 
 def first_failure(events):
