@@ -38,9 +38,11 @@ from ansible_collections.fuzz.multinode.plugins.module_utils.node_runtime import
     control_call,
     head_call,
     job_result,
+    node_job_call,
     refusal,
 )
 from ansible_collections.fuzz.multinode.plugins.plugin_utils.interrupts import Signals, best_effort
+from ansible_collections.fuzz.multinode.plugins.plugin_utils.job_logs import bring_home
 from ansible_collections.fuzz.multinode.plugins.plugin_utils.job_report import LiveLog
 from ansible_collections.fuzz.multinode.plugins.plugin_utils.node_runtime_call import call_runtime
 
@@ -171,8 +173,14 @@ class ActionModule(ActionBase):
                                 % (args["job"], polled.get("msg", "")))
             self._catch_up(args, log)
             result.update(polled)
+            log_complete = not log.behind
+            if args["rank_logs"] and polled.get("finished"):
+                head = self._task.delegate_to or task_vars.get("inventory_hostname", "")
+                if self._clean_up_head(args, head, fetch_log=not log_complete):
+                    result["torn_down"] = list(result.get("torn_down") or []) + [head]
+                    log_complete = True
             if log_file:
-                result["log_complete"] = not log.behind
+                result["log_complete"] = log_complete
             return result
         finally:
             signals.restore()
@@ -223,6 +231,24 @@ class ActionModule(ActionBase):
             return {"failed": True, "msg": str(exc)}
         except AnsibleConnectionFailure as exc:
             return {"failed": True, "unreachable": True, "msg": str(exc)}
+
+    def _clean_up_head(self, args, head, fetch_log):
+        """The job has ended: stop and unregister it on the head, its ranks'
+        logs (the workers' handed over to it) brought home, and the job log
+        fetched whole when the polls left some of it. One more runtime call
+        over this connection: a task of the play on every host costs more.
+        Whether it was done; if not, the play's cleanup of the head runs
+        and reports why."""
+        params = dict(job=args["job"], run=args["run"], state="absent", logs=args["rank_logs"],
+                      job_log=args["log_file"] if fetch_log else None)
+        call, _unused = node_job_call(params, head, logs=True)
+        try:
+            answer = call_runtime(self, call, runtime=args["runtime"])
+            bring_home(self._connection, answer, params["logs"], params["job_log"])
+        except (RuntimeRefused, AnsibleConnectionFailure, OSError) as exc:
+            display.vvv("[%s] the head's cleanup is left to the play: %s" % (args["job"], exc))
+            return False
+        return True
 
     def _catch_up(self, args, log):
         """The job has ended: the rest of its log, up to CATCH_UP_LIMIT."""

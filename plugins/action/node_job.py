@@ -26,7 +26,6 @@ stream all of it)."""
 
 from __future__ import annotations
 
-import base64
 import os
 
 from ansible.plugins.action import ActionBase
@@ -38,6 +37,7 @@ from ansible_collections.fuzz.multinode.plugins.module_utils.node_runtime import
     registered,
 )
 from ansible_collections.fuzz.multinode.plugins.plugin_utils.interrupts import Signals, best_effort
+from ansible_collections.fuzz.multinode.plugins.plugin_utils.job_logs import bring_home
 from ansible_collections.fuzz.multinode.plugins.plugin_utils.node_runtime_call import call_runtime
 
 
@@ -80,7 +80,8 @@ class ActionModule(ActionBase):
             if params["state"] == "present":
                 result["refused"] = str(exc)
             return
-        result.update(registered(answer) if params["state"] == "present" else self._bring_home(params, answer))
+        result.update(registered(answer) if params["state"] == "present"
+                      else bring_home(self._connection, answer, params["logs"], params["job_log"]))
 
     def _unregister(self, params, node):
         """The play was interrupted while the node registered the job: undo
@@ -93,35 +94,3 @@ class ActionModule(ActionBase):
         call += ["--run-volumes"] if params["interrupt_ends_run"] else []
         grace = spec.get("kill_grace", 10)
         best_effort(int(grace) + 30, lambda: call_runtime(self, call, runtime=params["runtime"]))
-
-    def _bring_home(self, params, answer):
-        """The cleanup answer, with the logs it names written to the
-        controller: the playbook user's only (directories 0700, files 0600),
-        as the job may have printed anything."""
-        written = {}
-        for entry in answer.pop("logs", []):
-            if not params["logs"]:
-                break
-            dest = os.path.join(params["logs"], entry["name"])
-            os.makedirs(params["logs"], 0o700, exist_ok=True)
-            with _private(dest) as handle:
-                if "data" in entry:
-                    handle.write(base64.b64decode(entry["data"]))
-            if "data" not in entry:
-                self._connection.fetch_file(entry["path"], dest)  # into the 0600 file made
-            written[str(entry["rank"])] = dest
-        job_log = answer.pop("job_log", None)
-        if job_log and params["job_log"]:
-            os.makedirs(os.path.dirname(params["job_log"]) or ".", 0o700, exist_ok=True)
-            _private(params["job_log"], truncate=False).close()
-            self._connection.fetch_file(job_log["path"], params["job_log"])
-        answer["logs"] = written
-        return answer
-
-
-def _private(path, truncate=True):
-    """`path` opened for writing, made the playbook user's only (0600, also
-    when it was there from an earlier run)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if truncate else 0), 0o600)
-    os.fchmod(fd, 0o600)
-    return os.fdopen(fd, "wb")

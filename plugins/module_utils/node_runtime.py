@@ -64,6 +64,7 @@ LAUNCH_JOB_ARGUMENT_SPEC: Dict[str, Dict[str, Any]] = dict(
     controller_timeout=dict(type="int", default=60),
     poll=dict(type="float", default=1),
     log_file=dict(type="path"),
+    rank_logs=dict(type="path"),
     progress_every=dict(type="float", default=30),
     refused=dict(type="list", elements="str", default=[]),
     ready_file=dict(type="path"),

@@ -65,6 +65,18 @@ options:
         action plugin appends what each poll brings). Every complete line is
         also shown as it arrives, prefixed with C([JOB]).
     type: path
+  rank_logs:
+    description:
+      - Once the job has ended, stop and unregister it on the head as
+        M(fuzz.multinode.node_job) O(fuzz.multinode.node_job#module:state=absent)
+        does there, bringing the logs of its ranks home to this directory
+        (and the whole job log to O(log_file) when the polls did not bring
+        all of it). The head is then listed in RV(torn_down), so that the
+        play has nothing left to do there either; when this cleanup fails
+        it is not, and the play's cleanup of the head says why.
+      - Unset, the job is left registered on the head for the play's
+        M(fuzz.multinode.node_job) O(fuzz.multinode.node_job#module:state=absent).
+    type: path
   progress_every:
     description:
       - While the job prints nothing, show C([JOB] still running, ELAPSED)
@@ -181,21 +193,22 @@ ranks:
   elements: dict
 torn_down:
   description:
-    - The worker nodes on which the job's teardown left nothing of the job,
-      so that M(fuzz.multinode.node_job)
+    - The nodes on which nothing of the job is left, so that
+      M(fuzz.multinode.node_job)
       O(fuzz.multinode.node_job#module:state=absent) has nothing to do there
-      (the C(fuzz.multinode.job) role skips them). They handed the logs of
-      their ranks to the head, whose
-      M(fuzz.multinode.node_job) O(fuzz.multinode.node_job#module:state=absent)
-      brings them home.
+      (the C(fuzz.multinode.job) role skips them). The workers among them
+      handed the logs of their ranks to the head, whose cleanup brings
+      them home; the head is among them when this task did that cleanup
+      (O(rank_logs)).
   returned: when the job's supervisor ran
   type: list
   elements: str
 log_complete:
   description:
     - Whether O(log_file) holds the whole job log. False when too much was
-      left to stream at the end (the C(fuzz.multinode.job) role then
-      fetches the file).
+      left to stream at the end and the file was not fetched whole either
+      (with O(rank_logs) the head's cleanup fetches it; without, the
+      C(fuzz.multinode.job) role's does).
   returned: when O(log_file) is set and the job started
   type: bool
 """

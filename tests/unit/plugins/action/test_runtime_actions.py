@@ -182,6 +182,53 @@ def test_launch_job_streams_the_log_a_short_jobs_start_brings_and_returns_its_re
     assert not {"log_data", "log_size", "pid", "started", "kill_grace"} & set(result)
 
 
+def finished_start(log=b"hello\n", size=None):
+    return answer(finished=True, changed=True, status="FINISHED", rc=0, message="job hello finished",
+                  log_data=base64.b64encode(log).decode(), log_size=len(log) if size is None else size,
+                  started=True, pid=7, kill_grace=10, torn_down=["node-2"])
+
+
+def test_launch_job_cleans_up_the_head_itself_once_the_job_ended_and_says_so(tmp_path):
+    """With rank_logs: one more call, the head's cleanup, brings the ranks'
+    logs home; the head joins the workers in torn_down, so the play skips
+    its cleanup task everywhere."""
+    logs = [{"rank": 0, "name": "rank-0.log", "size": 3, "data": base64.b64encode(b"hi\n").decode()}]
+    host = Host(finished_start(), answer(changed=True, job="hello", killed=0, logs=logs))
+    plugin = action(LaunchJob, dict(job="hello", run="r1", log_file=str(tmp_path / "hello.log"),
+                                    rank_logs=str(tmp_path / "hello")), host)
+    plugin._task.delegate_to = "node-1"
+    result = plugin.run(task_vars={"inventory_hostname": "node-3"})
+    assert host.commands[1][0].endswith(" cleanup hello --run r1 --logs"), host.commands
+    assert (tmp_path / "hello" / "rank-0.log").read_bytes() == b"hi\n"
+    assert (tmp_path / "hello.log").read_bytes() == b"hello\n"
+    assert result["torn_down"] == ["node-2", "node-1"] and result["log_complete"] is True
+    assert host.fetched == []
+
+
+def test_launch_job_fetches_the_job_log_whole_with_the_heads_cleanup_when_the_polls_left_some(tmp_path):
+    # The head's log grew past what the polls brought: the cleanup names it, it is fetched whole.
+    host = Host(finished_start(size=1 << 30), answer(finished=True, status="FINISHED"),
+                answer(changed=True, job="hello", killed=0, logs=[], job_log={"path": "/var/log/x/job.log"}))
+    plugin = action(LaunchJob, dict(job="hello", run="r1", log_file=str(tmp_path / "hello.log"),
+                                    rank_logs=str(tmp_path / "hello")), host)
+    plugin._task.delegate_to = None
+    result = plugin.run(task_vars={"inventory_hostname": "node-1"})
+    assert host.commands[-1][0].endswith(" cleanup hello --run r1 --logs --job-log"), host.commands
+    assert host.fetched == [("/var/log/x/job.log", str(tmp_path / "hello.log"))]
+    assert result["torn_down"] == ["node-2", "node-1"] and result["log_complete"] is True
+
+
+def test_a_head_cleanup_that_fails_is_left_to_the_play(tmp_path):
+    host = Host(finished_start(), (1, "", "multinode-runtime: cleanup: the disk is full\n"))
+    plugin = action(LaunchJob, dict(job="hello", run="r1", log_file=str(tmp_path / "hello.log"),
+                                    rank_logs=str(tmp_path / "hello")), host)
+    plugin._task.delegate_to = "node-1"
+    result = plugin.run(task_vars={})
+    assert len(host.commands) == 2
+    assert result["status"] == "FINISHED" and result["torn_down"] == ["node-2"]
+    assert not result.get("failed")
+
+
 @pytest.mark.parametrize("ends_run", [True, False], ids=["run-ends", "runner-member"])
 def test_ctrl_c_while_the_job_runs_cancels_it_and_cleans_up_everywhere_from_the_head(worker_signals, tmp_path,
                                                                                      ends_run):
