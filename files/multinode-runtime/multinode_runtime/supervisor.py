@@ -51,6 +51,11 @@ SETTLE_SECONDS = 0.5
 # How long the agent has to end between two steps at the teardown (it ends
 # once its calls, whose clients were killed, are dropped).
 AGENT_STOP_SECONDS = 1.0
+# For the job's first seconds the supervisor looks for its end every few
+# milliseconds rather than every POLL_SECONDS: a trivial job's end is then
+# seen about 25 ms sooner, on every job start.
+QUICK_POLL_SECONDS = 0.005
+QUICK_POLL_FOR = 2.0
 
 
 class Cancelled(Exception):
@@ -330,6 +335,7 @@ class Supervisor:
         None) or (None, the first worker failure)."""
         events = registry.job_path(self.job, registry.EVENTS_DIR)
         deadline = None
+        quick_until = time.monotonic() + QUICK_POLL_FOR
         timeout_at = time.monotonic() + self.spec.timeout if self.spec.timeout else None
         while True:
             # After rank 0 ended the timeout no longer applies (the grace).
@@ -351,7 +357,8 @@ class Supervisor:
             if deadline is not None and (time.monotonic() > deadline or not self.calls_in_flight()):
                 failure = first_failure(events)
                 return (None, failure) if failure else (child.returncode, None)
-            time.sleep(POLL_SECONDS)
+            # A short job's end is seen at once; a long one's costs no CPU.
+            time.sleep(QUICK_POLL_SECONDS if time.monotonic() < quick_until else POLL_SECONDS)
 
     def calls_in_flight(self):
         """Whether a wrapper call of this node is still being made: by the
