@@ -9,6 +9,7 @@ import time
 
 import pytest
 from multinode_runtime import host_sandbox, registry
+from multinode_runtime.processes import process_state
 
 
 @pytest.fixture
@@ -79,7 +80,7 @@ def test_killing_the_sandboxs_pid_1_ends_every_process_in_it(sandbox):
     os.kill(sandbox["pid"], signal.SIGKILL)
     started.wait(timeout=10)
     deadline = time.monotonic() + 10
-    while any(os.path.exists("/proc/%s" % pid) and _state(pid) != "Z" for pid in inner):
+    while any(process_state(int(pid)) not in (None, "Z") for pid in inner):
         assert time.monotonic() < deadline, inner
         time.sleep(0.05)
 
@@ -87,14 +88,6 @@ def test_killing_the_sandboxs_pid_1_ends_every_process_in_it(sandbox):
 def _pid_ns(pid):
     try:
         return os.stat("/proc/%s/ns/pid" % pid).st_ino
-    except OSError:
-        return None
-
-
-def _state(pid):
-    try:
-        with open("/proc/%s/stat" % pid) as handle:
-            return handle.read().rsplit(")", 1)[1].split()[0]
     except OSError:
         return None
 

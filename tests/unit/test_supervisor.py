@@ -15,7 +15,7 @@ import types
 from pathlib import Path
 
 from multinode_runtime import execution, registry, supervisor
-from multinode_runtime.processes import command_line, parent
+from multinode_runtime.processes import command_line, parent, process_state
 from multinode_runtime.sandbox import ENTER_SCRIPT, place_job, remove_sandbox
 from multinode_runtime.spec import JobSpec
 
@@ -43,15 +43,6 @@ def children_of(pid):
 
 def about_to_call(head, pids):
     return [pid for pid in pids if head.about_to_call(pid, command_line(pid))]
-
-
-def process_state(pid):
-    """Its state letter (R, S; Z and X: ended), None once it is gone."""
-    try:
-        with open("/proc/%d/stat" % pid) as handle:
-            return handle.read().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return None
 
 
 def wait_for(predicate, within=10):

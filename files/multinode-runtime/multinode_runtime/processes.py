@@ -295,14 +295,20 @@ def parent(pid):
         return None
 
 
-def has_ended(pid):
-    """Whether a process has ended and waits to be reaped (a zombie), or is
-    being reaped; False once it is gone."""
+def process_state(pid):
+    """A process's state letter (R, S, D; Z: ended, not reaped yet; X:
+    being reaped), None once it is gone."""
     try:
         with open("/proc/%d/stat" % pid) as handle:
-            return handle.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+            return handle.read().rsplit(")", 1)[1].split()[0]
     except (OSError, IndexError):
-        return False
+        return None
+
+
+def has_ended(pid):
+    """Whether a process has ended and waits to be reaped, or is being
+    reaped; False once it is gone."""
+    return process_state(pid) in ("Z", "X")
 
 
 def send_signal(pid, sig):

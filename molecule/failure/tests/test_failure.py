@@ -13,7 +13,6 @@ Times: containers share the host's clock, so a `date +%s.%N` written by a job
 command on a node compares with the verifier's time.time().
 """
 
-import calendar
 import json
 import os
 import re
@@ -27,6 +26,9 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.environ["MOLECULE_PROJECT_DIRECTORY"], "molecule", "shared"))
 import node_runtime  # noqa: E402  (what the nodes' runtime holds of a job)
+
+# On the path since node_runtime's import: the checkout as the collection.
+from ansible_collections.fuzz.multinode.plugins.module_utils.report_style import seconds_of  # noqa: E402
 
 import fuzz_playbook as user_playbook  # noqa: E402  (run-job.yml as a user runs it)
 
@@ -187,7 +189,7 @@ def rank0_start(runs):
     (state_file,) = runs.glob("*/state.json")
     (entry,) = json.loads(state_file.read_text())["jobs"].values()
     (start,) = [rank["start"] for rank in entry["ranks"] if rank["rank"] == 0]
-    return calendar.timegm(time.strptime(start[:19], "%Y-%m-%dT%H:%M:%S")) + float(start[19:-1])
+    return seconds_of(start)
 
 
 def test_execute_timeout_stops_the_job_at_its_deadline(job_run, tmp_path_factory):
