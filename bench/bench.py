@@ -38,6 +38,13 @@ IMAGE_RECIPE = ("apt-get update -qq && apt-get install -y -qq --no-install-recom
                 " && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin")
 IMAGE_BUILDER = CLUSTER + "-image-build"
 IMAGE_ARCHIVE = "/tmp/fmn-bench-image.tar"  # on a node, while it is loaded
+# Each row's samples start on a quiet machine, as the targets are stated:
+# once the CPUs were less than QUIET_BUSY busy over QUIET_WINDOW seconds
+# (what an uncounted run before leaves behind settles first), or after
+# QUIET_LONGEST seconds of waiting, which the bench then says.
+QUIET_BUSY = 0.10
+QUIET_WINDOW = 2.0
+QUIET_LONGEST = 90.0
 
 # Run on the streams job's rank 1 node: files 0..N-1 of bench/driver.py's lines.
 WRITE_LINES_FILES = """\
@@ -55,7 +62,9 @@ scripts/build-node-image, prepared by run-job.yml itself), measures each
 target of the fast launch path beside its baseline in the same run, prints
 a table of medians and ratios, and removes the cluster (also on failure or
 Ctrl-C). Needs root and Docker; takes about 3 minutes on 2 cores. Runs
-jobs in local mode on this machine too (the 4-rank row).
+jobs in local mode on this machine too (the 4-rank row). Each row's
+samples start once the machine is quiet (its CPUs less than 10% busy over
+2 s; after 90 s of waiting it says NOT QUIET and goes on).
 
   rows (measured vs baseline, target ratio):
     one warm wrapper call           vs one multiplexed ssh call       <= 1.5x
@@ -322,7 +331,7 @@ class Bench:
         rows, checks, intact = [], [], True
         for name in ROWS:
             if name in rows_wanted:
-                say(load())
+                say(quiet())
                 more_rows, more_checks, more_intact = getattr(self, "measure_" + name.replace("-", "_"))()
                 rows += more_rows
                 checks += more_checks
@@ -363,6 +372,8 @@ class Bench:
         for _unused in range(self.job_reps):
             job.append(self.run_job("trivial"))
             ad_hoc.append(self.ad_hoc())
+        say("  run-job.yml %s s; ansible -m command %s s" % (
+            " ".join("%.1f" % t for t in job), " ".join("%.1f" % t for t in ad_hoc)))
         return [("trivial job, 9 hosts", "s", median(job), median(ad_hoc), "ansible multinode -m command",
                  "<=", 2.0)], [], True
 
@@ -372,7 +383,7 @@ class Bench:
             say("growing the cluster to %d nodes; the trivial job on all of them once (not counted)" % size)
             self.grow_cluster(size)
             say("  %.1f s" % self.run_job("trivial-%d" % size, inventory=self.scale_inventory))
-            say(load())
+            say(quiet())
             say("trivial job through run-job.yml on %d prepared hosts beside ansible -m command (%d each)"
                 % (size, self.job_reps))
             job, ad_hoc = [], []
@@ -416,10 +427,12 @@ class Bench:
         took, one_host = {}, {}
         for execution in self.modes():
             self.prepared_for(execution)
+            say(quiet())
             took[execution] = [self.run_job("trivial-image", execution=execution) for _unused in range(reps)]
             say("  %s, 9 hosts: %s s" % (execution, " ".join("%.2f" % t for t in took[execution])))
             # Its one host is prepared as a set of its own first (not counted).
             self.run_job("trivial-image-1", execution=execution)
+            say(quiet())
             one_host[execution] = [self.run_job("trivial-image-1", execution=execution) for _unused in range(reps)]
             say("  %s, 1 host: %s s" % (execution, " ".join("%.2f" % t for t in one_host[execution])))
             self.execution = None  # the 9 hosts are prepared again before their next job
@@ -487,6 +500,29 @@ def table(rows):
 
 def load():
     return "load average %.2f %.2f %.2f" % os.getloadavg()
+
+
+def cpu_ticks():
+    """(busy, all) CPU ticks since boot, from /proc/stat (idle and iowait
+    are not busy)."""
+    with open("/proc/stat") as stat:
+        ticks = [int(field) for field in stat.readline().split()[1:9]]
+    return sum(ticks) - ticks[3] - ticks[4], sum(ticks)
+
+
+def quiet():
+    """Waits until the machine is quiet (QUIET_BUSY), at most QUIET_LONGEST
+    seconds; says how busy it was and how long that took."""
+    started = time.monotonic()
+    while True:
+        busy_before, all_before = cpu_ticks()
+        time.sleep(QUIET_WINDOW)
+        busy_after, all_after = cpu_ticks()
+        share = (busy_after - busy_before) / max(all_after - all_before, 1)
+        waited = time.monotonic() - started
+        if share < QUIET_BUSY or waited >= QUIET_LONGEST:
+            return "CPUs %.0f%% busy over %.0f s%s (%.0f s of waiting); %s" % (
+                100 * share, QUIET_WINDOW, "" if share < QUIET_BUSY else ", NOT QUIET", waited, load())
 
 
 def bench_image():

@@ -43,6 +43,16 @@ def test_the_scale_rows_job_runs_on_every_host_of_its_size(tmp_path):
         "trivial": 9, "trivial-33": 33, "trivial-64": 64}
 
 
+def test_a_row_waits_for_a_quiet_machine_but_not_forever(monkeypatch):
+    monkeypatch.setattr(bench, "QUIET_WINDOW", 0.2)
+    monkeypatch.setattr(bench, "QUIET_BUSY", 1.01)  # any machine is quiet enough
+    assert "NOT QUIET" not in bench.quiet()
+    monkeypatch.setattr(bench, "QUIET_BUSY", 0.0)  # no machine is
+    monkeypatch.setattr(bench, "QUIET_LONGEST", 0.5)
+    said = bench.quiet()
+    assert "NOT QUIET" in said and re.search(r"\(\d s of waiting\)", said), said
+
+
 def test_bench_jobs_are_runnable_fuzzfiles():
     jobs = set(run_checks(Path("bench/jobs.yml")).jobs)
     assert {"trivial", "trivial-local", "latency", "streams"} <= jobs
