@@ -8,10 +8,11 @@ tables too (plugins/plugin_utils/job_report.py). Pure logic."""
 
 from __future__ import annotations
 
-import datetime
 import html
 import re
 from typing import Any, Dict, Optional
+
+from ansible_collections.fuzz.multinode.plugins.module_utils.record_time import seconds_of
 
 # Each state's fill; the page always writes the state's name beside it
 # (colour is never the only sign). A job WAITING is pending.
@@ -38,19 +39,6 @@ def clean(value: Any) -> str:
 def esc(value: Any) -> str:
     """Text for HTML or SVG: markup characters and quotes as entities."""
     return html.escape(clean(value), quote=True)
-
-
-def seconds_of(stamp: Any) -> Optional[float]:
-    """Epoch seconds of a record's UTC time (`2026-12-04T08:01:02Z`, a rank's
-    `2026-12-04T08:01:02.345Z`); None for none or anything else."""
-    if not isinstance(stamp, str):
-        return None
-    for layout in ("%Y-%m-%dT%H:%M:%SZ", "%Y-%m-%dT%H:%M:%S.%fZ"):
-        try:
-            return datetime.datetime.strptime(stamp, layout).replace(tzinfo=datetime.timezone.utc).timestamp()
-        except ValueError:
-            continue
-    return None
 
 
 def format_duration(seconds: Optional[float]) -> str:

@@ -44,18 +44,17 @@ and rank's times and states, and a service's start, `ready` and
 from __future__ import annotations
 
 import contextlib
-import datetime
 import fcntl
 import hashlib
 import json
 import os
 import pwd
 import re
-import time
 from typing import Any, Callable, Dict, Iterator, List, Optional
 
 from ansible_collections.fuzz.multinode.plugins.module_utils import run_report
 from ansible_collections.fuzz.multinode.plugins.module_utils.private_files import make_private_dir, write_private
+from ansible_collections.fuzz.multinode.plugins.module_utils.record_time import utc, utc_precise
 from ansible_collections.fuzz.multinode.plugins.module_utils.run_command import recorded_command
 
 DEFAULT_RUNS_DIR = "~/.fuzz-multinode/runs"
@@ -80,25 +79,6 @@ RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 class RecordError(Exception):
     """A record that cannot be used as asked; the message says why, for the
     user (never a traceback)."""
-
-
-def utc(when: Optional[float] = None) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() if when is None else when))
-
-
-def utc_precise(when: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(when)) + ".%03dZ" % (int(when * 1000) % 1000)
-
-
-def seconds_of(stamp: Optional[str]) -> Optional[float]:
-    """The epoch seconds of a record's time stamp (None: none or not one)."""
-    if not stamp:
-        return None
-    try:
-        return datetime.datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(
-            tzinfo=datetime.timezone.utc).timestamp()
-    except (TypeError, ValueError):
-        return None
 
 
 # -- files -------------------------------------------------------------------------

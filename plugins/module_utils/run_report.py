@@ -35,6 +35,7 @@ import urllib.parse
 from typing import Any, Callable, Dict, Optional
 
 from ansible_collections.fuzz.multinode.plugins.module_utils.private_files import write_private
+from ansible_collections.fuzz.multinode.plugins.module_utils.record_time import seconds_of
 from ansible_collections.fuzz.multinode.plugins.module_utils.report_style import (
     STATE_COLOURS,
     clean,
@@ -43,7 +44,6 @@ from ansible_collections.fuzz.multinode.plugins.module_utils.report_style import
     job_duration,
     number,
     rank_outcome,
-    seconds_of,
 )
 from ansible_collections.fuzz.multinode.plugins.module_utils.run_graph import (
     DrawingError,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Tuple
 
+from ansible_collections.fuzz.multinode.plugins.module_utils.record_time import seconds_of
 from ansible_collections.fuzz.multinode.plugins.module_utils.report_style import (
     clean,
     colour,
@@ -21,7 +22,6 @@ from ansible_collections.fuzz.multinode.plugins.module_utils.report_style import
     number,
     rank_outcome,
     rank_state,
-    seconds_of,
 )
 from ansible_collections.fuzz.multinode.plugins.module_utils.run_graph import ordered
 

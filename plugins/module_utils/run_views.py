@@ -11,6 +11,7 @@ import os
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+from ansible_collections.fuzz.multinode.plugins.module_utils.record_time import seconds_of
 from ansible_collections.fuzz.multinode.plugins.module_utils.run_processes import process_alive
 from ansible_collections.fuzz.multinode.plugins.module_utils.run_record import (
     FINISHED,
@@ -19,7 +20,6 @@ from ansible_collections.fuzz.multinode.plugins.module_utils.run_record import (
     SKIPPED,
     Record,
     RecordError,
-    seconds_of,
 )
 from ansible_collections.fuzz.multinode.plugins.module_utils.run_recovery import settle
 

@@ -28,7 +28,7 @@ sys.path.insert(0, os.path.join(os.environ["MOLECULE_PROJECT_DIRECTORY"], "molec
 import node_runtime  # noqa: E402  (what the nodes' runtime holds of a job)
 
 # On the path since node_runtime's import: the checkout as the collection.
-from ansible_collections.fuzz.multinode.plugins.module_utils.report_style import seconds_of  # noqa: E402
+from ansible_collections.fuzz.multinode.plugins.module_utils.record_time import seconds_of  # noqa: E402
 
 import fuzz_playbook as user_playbook  # noqa: E402  (run-job.yml as a user runs it)
 

@@ -5,6 +5,7 @@ submitted; a resume skips what FINISHED and refuses a changed Fuzzfile."""
 import pytest
 from run_records import JOBS, RUN, a_dead_process, job, new_record, this_process
 
+from ansible_collections.fuzz.multinode.plugins.module_utils import record_time
 from ansible_collections.fuzz.multinode.plugins.module_utils import run_record as rr
 from ansible_collections.fuzz.multinode.plugins.module_utils import run_recovery as recovery
 from ansible_collections.fuzz.multinode.plugins.module_utils import run_views as views
@@ -44,7 +45,7 @@ def test_a_canceled_run_whose_processes_are_gone_is_canceled_by_its_user(record)
 def test_a_run_just_submitted_is_running_until_its_runner_takes_it(tmp_path):
     record = rr.submitted(str(tmp_path), RUN, b"x", ["ansible-playbook"], "wf", str(tmp_path / "logs"))
     assert recovery.settle(record)["state"] == rr.RUNNING
-    assert recovery.settle(record, now=rr.seconds_of(record.state()["started"]) + 61)["state"] == rr.FAILED
+    assert recovery.settle(record, now=record_time.seconds_of(record.state()["started"]) + 61)["state"] == rr.FAILED
 
 
 def test_resume_skips_the_finished_jobs_and_refuses_a_changed_one(record, tmp_path):
