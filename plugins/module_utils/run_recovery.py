@@ -13,7 +13,7 @@ import os
 import time
 from typing import Any, Callable, Dict, List, Optional
 
-from ansible_collections.fuzz.multinode.plugins.module_utils.record_time import seconds_of
+from ansible_collections.fuzz.multinode.plugins.module_utils.record_time import seconds_of, utc
 from ansible_collections.fuzz.multinode.plugins.module_utils.run_processes import process_alive
 from ansible_collections.fuzz.multinode.plugins.module_utils.run_record import (
     CANCEL_FILE,
@@ -29,7 +29,6 @@ from ansible_collections.fuzz.multinode.plugins.module_utils.run_record import (
     Record,
     RecordError,
     job_form,
-    utc,
 )
 
 
