@@ -35,7 +35,7 @@ import urllib.parse
 from typing import Any, Callable, Dict, Optional
 
 from ansible_collections.fuzz.multinode.plugins.module_utils.private_files import write_private
-from ansible_collections.fuzz.multinode.plugins.module_utils.record_time import seconds_of
+from ansible_collections.fuzz.multinode.plugins.module_utils.record_time import seconds_of, utc
 from ansible_collections.fuzz.multinode.plugins.module_utils.report_style import (
     STATE_COLOURS,
     clean,
@@ -237,7 +237,7 @@ def render(state: Dict[str, Any], draw_graph: Callable[[str], str] = dot_svg, re
     body += [job_section(index, name, state["jobs"][name], now, report_dir, exists)
              for index, name in enumerate(ordered(state))]
     body += ["</section>", "<footer>Written %s from the run's record%s.</footer>" % (
-        esc(time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now))),
+        esc(utc(now)),
         "; this page reloads itself every %d s while the run is RUNNING" % REFRESH_SECONDS if running else ""),
         "</body>", "</html>"]
     return "\n".join(head + body) + "\n"
